@@ -1,0 +1,32 @@
+# Set-up is idempotent: the venv is rebuilt only when the lock or pyproject changes
+# (the stamp file is named after their hash).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+LOCK := requirements/cpu.lock
+STAMP := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
+
+.PHONY: setup test reproduce clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): $(LOCK) pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=24"
+	# --no-deps: the lock is complete, and it deliberately leaves out PyPI's torchvision,
+	# torchaudio and torchcodec, which break imports beside the +cpu torch (see README).
+	$(PY) -m pip install --quiet --no-deps -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	$(PY) -c "import vllm, transformers, locust, pandas"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest -ra tests
+
+reproduce: setup
+	$(VENV)/bin/batchbench reproduce
+
+clean-venv:
+	rm -rf $(VENV)

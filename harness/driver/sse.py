@@ -1,0 +1,38 @@
+"""Incremental decoding of an OpenAI-style server-sent-event stream.
+
+Bytes arrive in arbitrary pieces (a TCP read may hold half an event, or several);
+the decoder returns each complete `data:` payload parsed as JSON, as soon as its
+terminating blank line has arrived.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+DONE = "[DONE]"
+
+
+class SSEDecoder:
+    """Feed raw bytes, get back the JSON payloads of the events completed so far."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        """Add bytes; return the events they complete (the `[DONE]` sentinel sets `done`)."""
+        self._buffer += data.replace(b"\r\n", b"\n")
+        events: list[dict[str, Any]] = []
+        while b"\n\n" in self._buffer:
+            raw, self._buffer = self._buffer.split(b"\n\n", 1)
+            payload = "\n".join(
+                line[5:].lstrip() for line in raw.decode("utf-8").split("\n") if line.startswith("data:")
+            )
+            if not payload:
+                continue
+            if payload == DONE:
+                self.done = True
+                continue
+            events.append(json.loads(payload))
+        return events

@@ -1,0 +1,130 @@
+"""Server telemetry: poll vLLM's Prometheus `/metrics` while a run goes.
+
+Samples are stamped with `time.time()`, the same clock as the request records, so
+the analysis can line up "requests running" with each request's timings.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+# Sample name in /metrics -> column name in telemetry tables.
+GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+}
+COUNTERS = {
+    "vllm:generation_tokens_total": "generation_tokens_total",
+    "vllm:prompt_tokens_total": "prompt_tokens_total",
+    "vllm:num_preemptions_total": "preemptions_total",
+}
+
+
+@dataclass(frozen=True)
+class TelemetrySample:
+    """One poll of /metrics; values summed over label sets (engines, models)."""
+
+    t: float
+    running: float
+    waiting: float
+    kv_cache_usage: float
+    generation_tokens_total: float
+    prompt_tokens_total: float
+    preemptions_total: float
+
+
+TELEMETRY_COLUMNS = tuple(TelemetrySample.__dataclass_fields__)
+
+
+_WANTED = {**GAUGES, **COUNTERS}
+_WANTED_FAMILIES = {name.removesuffix("_total") for name in _WANTED}
+
+
+def _wanted_lines(text: str) -> str:
+    """Only the lines of the families we track.
+
+    vLLM exposes ~50 KB of histograms; parsing all of it costs ~8 ms of client CPU
+    per poll, which a client sharing two cores with the server cannot spare.
+    """
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(maxsplit=3)
+            name = parts[2] if len(parts) > 2 else ""
+        else:
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name.removesuffix("_total") in _WANTED_FAMILIES:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def parse_metrics(text: str, t: float) -> TelemetrySample:
+    """Pick the vLLM gauges and counters we track out of a Prometheus text exposition."""
+    values = dict.fromkeys(_WANTED.values(), 0.0)
+    for family in text_string_to_metric_families(_wanted_lines(text)):
+        for sample in family.samples:
+            column = _WANTED.get(sample.name)
+            if column is not None:
+                values[column] += sample.value
+    return TelemetrySample(t=t, **values)
+
+
+class TelemetrySampler:
+    """A background thread that polls `/metrics` every `interval_s` until stopped.
+
+    A failed poll (server busy or gone) is counted in `errors`, not raised: the run's
+    records say what happened to requests; telemetry is best effort.
+    """
+
+    def __init__(self, base_url: str, interval_s: float = 0.25, headers: dict[str, str] | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.interval_s = interval_s
+        self.samples: list[TelemetrySample] = []
+        self.errors = 0
+        # Built here, not in the thread: client creation costs tens of ms of CPU.
+        self._client = httpx.Client(timeout=max(2.0, interval_s * 4), headers=headers or {})
+        self._stop = threading.Event()
+        self._first_poll = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
+
+    def start(self) -> TelemetrySampler:
+        """Start polling; returns once the first poll is done, so the run start is covered."""
+        self._thread.start()
+        self._first_poll.wait(timeout=10)
+        return self
+
+    def stop(self) -> list[TelemetrySample]:
+        """Stop polling and return every sample taken."""
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+    def __enter__(self) -> TelemetrySampler:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        with self._client as client:
+            next_poll = time.monotonic()
+            while not self._stop.is_set():
+                try:
+                    response = client.get(f"{self.base_url}/metrics")
+                    response.raise_for_status()
+                    self.samples.append(parse_metrics(response.text, time.time()))
+                except (httpx.HTTPError, ValueError):
+                    self.errors += 1
+                self._first_poll.set()
+                next_poll += self.interval_s
+                self._stop.wait(max(0.0, next_poll - time.monotonic()))
+
+    def as_rows(self) -> list[dict[str, float]]:
+        """Samples as plain dicts (one per poll), columns as in TELEMETRY_COLUMNS."""
+        return [asdict(sample) for sample in self.samples]

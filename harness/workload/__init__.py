@@ -1,0 +1,47 @@
+"""Workloads: specs (YAML), length distributions, deterministic request plans, prompts."""
+
+from harness.workload.distributions import (
+    ChoiceLength,
+    ExponentialLength,
+    FileLength,
+    FixedLength,
+    LengthDistribution,
+    NormalLength,
+    UniformLength,
+)
+from harness.workload.plan import PlannedRequest, RequestPlan, build_plan
+from harness.workload.prompts import PromptFactory, TokenizerLike, make_prompts
+from harness.workload.spec import (
+    Arrival,
+    BurstArrival,
+    ClosedLoopArrival,
+    PoissonArrival,
+    Slo,
+    WorkloadSpec,
+    load_spec,
+    load_specs,
+)
+
+__all__ = [
+    "Arrival",
+    "BurstArrival",
+    "ChoiceLength",
+    "ClosedLoopArrival",
+    "ExponentialLength",
+    "FileLength",
+    "FixedLength",
+    "LengthDistribution",
+    "NormalLength",
+    "PlannedRequest",
+    "PoissonArrival",
+    "PromptFactory",
+    "RequestPlan",
+    "Slo",
+    "TokenizerLike",
+    "UniformLength",
+    "WorkloadSpec",
+    "build_plan",
+    "load_spec",
+    "load_specs",
+    "make_prompts",
+]

@@ -1,0 +1,169 @@
+"""Request plans: a workload spec expanded into the exact list of requests to send.
+
+A plan is a pure function of the spec: `build_plan` seeds one `SeedSequence` with
+`spec.seed` and spawns independent child streams for prompt lengths, output lengths and
+arrival times, so editing one distribution leaves the other two columns unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from harness.errors import UsageError
+from harness.workload.spec import WorkloadSpec, describe_validation_error
+
+# Child streams of SeedSequence(spec.seed); prompt text uses the next key (see prompts.py).
+PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2
+
+# A closed loop given a duration gets users * ceil(duration_s) * this many requests:
+# enough unless requests average under 1/this seconds, which no workload here comes
+# near (outputs are hundreds of tokens). The driver stops at duration_s regardless.
+CLOSED_LOOP_REQUESTS_PER_USER_SECOND = 10
+
+ARRIVAL_DECIMALS = 6
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlannedRequest(_Frozen):
+    """One request to send."""
+
+    index: NonNegativeInt = Field(description="Position in the plan, 0-based.")
+    prompt_tokens: PositiveInt = Field(description="Exact prompt length, tokens.")
+    output_tokens: PositiveInt = Field(description="Exact output length to force, tokens.")
+    arrival_s: NonNegativeFloat | None = Field(
+        description="Send time, seconds after the run starts (rounded to 6 decimals);"
+        " None in a closed loop, where a user sends when its previous request ends."
+    )
+
+    @field_validator("arrival_s")
+    @classmethod
+    def _round(cls, arrival_s: float | None) -> float | None:
+        # Rounded on construction so the JSON text, and its hash, is the same everywhere.
+        return None if arrival_s is None else round(arrival_s, ARRIVAL_DECIMALS)
+
+
+class RequestPlan(_Frozen):
+    """Every request of one run, in send order, plus what the driver needs to send them."""
+
+    version: Literal[1] = Field(1, description="Plan format version.")
+    spec_name: str = Field(description="Name of the workload spec the plan was built from.")
+    seed: NonNegativeInt = Field(description="The spec's seed; prompt text is derived from it.")
+    endpoint: Literal["completions", "chat"] = Field(description="Endpoint to send to.")
+    arrival: Literal["closed", "poisson", "burst"] = Field(description="Arrival kind.")
+    users: PositiveInt | None = Field(description="Concurrent users (closed loop only).")
+    duration_s: PositiveFloat | None = Field(
+        description="Stop sending after this many seconds (None: send every request)."
+    )
+    requests: tuple[PlannedRequest, ...] = Field(description="The requests, in send order.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RequestPlan:
+        if (self.users is not None) != (self.arrival == "closed"):
+            raise ValueError("users: given exactly when arrival is closed")
+        if [r.index for r in self.requests] != list(range(len(self.requests))):
+            raise ValueError("requests: indices must be 0, 1, 2, ... in order")
+        closed = self.arrival == "closed"
+        if any((r.arrival_s is None) != closed for r in self.requests):
+            raise ValueError("requests: arrival_s must be null exactly when arrival is closed")
+        return self
+
+    def to_json(self) -> bytes:
+        """Canonical JSON (sorted keys, no spaces, UTF-8): byte-identical for equal plans."""
+        return json.dumps(
+            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False
+        ).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> RequestPlan:
+        """Parse `to_json` output; raises `UsageError` if it is not a valid plan."""
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as exc:
+            raise UsageError(f"request plan: {describe_validation_error(exc)}") from exc
+
+    def sha256(self) -> str:
+        """Hex SHA-256 of `to_json()`: identifies the plan in results."""
+        return hashlib.sha256(self.to_json()).hexdigest()
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per request; columns index, prompt_tokens, output_tokens (int64) and
+        arrival_s (float64, NaN in a closed loop)."""
+        return pd.DataFrame(
+            {
+                "index": np.array([r.index for r in self.requests], dtype=np.int64),
+                "prompt_tokens": np.array([r.prompt_tokens for r in self.requests], dtype=np.int64),
+                "output_tokens": np.array([r.output_tokens for r in self.requests], dtype=np.int64),
+                "arrival_s": np.array(
+                    [np.nan if r.arrival_s is None else r.arrival_s for r in self.requests],
+                    dtype=np.float64,
+                ),
+            }
+        )
+
+
+def build_plan(spec: WorkloadSpec) -> RequestPlan:
+    """Expand `spec` into its request plan; the same spec always gives the same plan."""
+    streams = np.random.SeedSequence(spec.seed).spawn(3)
+    arrivals = _arrival_times(spec, np.random.default_rng(streams[ARRIVAL_STREAM]))
+    count = len(arrivals)
+    prompts = spec.prompt_tokens.sample(np.random.default_rng(streams[PROMPT_LENGTH_STREAM]), count)
+    outputs = spec.output_tokens.sample(np.random.default_rng(streams[OUTPUT_LENGTH_STREAM]), count)
+    return RequestPlan(
+        spec_name=spec.name,
+        seed=spec.seed,
+        endpoint=spec.endpoint,
+        arrival=spec.arrival.kind,
+        users=spec.arrival.users if spec.arrival.kind == "closed" else None,
+        duration_s=spec.duration_s,
+        requests=tuple(
+            PlannedRequest(
+                index=i, prompt_tokens=int(p), output_tokens=int(o), arrival_s=a
+            )
+            for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals, strict=True))
+        ),
+    )
+
+
+def _arrival_times(spec: WorkloadSpec, rng: np.random.Generator) -> list[float | None]:
+    """Send times: the first request at 0, then gamma inter-arrivals (poisson), all at 0
+    (burst), or None (closed). The length of the list is the request count."""
+    arrival = spec.arrival
+    if arrival.kind == "burst":
+        return [0.0] * spec.num_requests
+    if arrival.kind == "closed":
+        count = spec.num_requests or (
+            arrival.users * math.ceil(spec.duration_s) * CLOSED_LOOP_REQUESTS_PER_USER_SECOND
+        )
+        return [None] * count
+    # Gamma(shape k, scale 1/(rate*k)) has mean 1/rate and coefficient of variation 1/sqrt(k).
+    shape, scale = arrival.burstiness, 1.0 / (arrival.rate * arrival.burstiness)
+    if spec.num_requests is not None:
+        gaps = rng.gamma(shape, scale, spec.num_requests - 1)
+        return [0.0, *np.cumsum(gaps).tolist()]
+    times = np.zeros(1)
+    while times[-1] < spec.duration_s:
+        # Draw about a duration's worth of gaps at a time; loop in case that falls short.
+        more = rng.gamma(shape, scale, math.ceil(arrival.rate * spec.duration_s) + 16)
+        times = np.concatenate([times, times[-1] + np.cumsum(more)])
+    return times[times < spec.duration_s].tolist()

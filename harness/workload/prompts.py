@@ -1,0 +1,141 @@
+"""Prompt text with an exact token count under the server's tokenizer.
+
+The count is `len(tokenizer.encode(text, add_special_tokens=True))`, the way vLLM's
+completions endpoint counts a prompt, so a BOS token the tokenizer adds is included.
+Text is random vocabulary tokens drawn from a stream keyed by (seed, request index), so
+every request's prompt differs from the first token on and a prefix cache cannot make
+one request's prefill free because of another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from harness.errors import UsageError
+from harness.workload.plan import RequestPlan
+
+# SeedSequence child key for prompt text; plan.py uses keys 0-2 for the plan's columns.
+PROMPT_TEXT_STREAM = 3
+
+# Decode/re-encode rounds before giving up on a length. Re-encoding merges or splits
+# tokens at the edges of what was added or cut, so a round usually lands within a
+# token or two and a handful of rounds suffices.
+MAX_ADJUSTMENTS = 32
+
+
+class TokenizerLike(Protocol):
+    """The parts of a `transformers` tokenizer that prompt building uses."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the base vocabulary (ids 0..vocab_size-1, added tokens excluded)."""
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        """Ids of special tokens (BOS, EOS, UNK, ...), never used in prompt text."""
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of `text`."""
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of `token_ids`."""
+
+    def batch_decode(self, sequences: Sequence[Sequence[int]]) -> list[str]:
+        """Text of each id sequence."""
+
+
+class PromptFactory:
+    """Makes prompt texts of exact token counts, deterministic in (tokenizer, seed, index)."""
+
+    def __init__(
+        self,
+        tokenizer: TokenizerLike,
+        seed: int,
+        verify: Callable[[str], int] | None = None,
+    ) -> None:
+        """`verify`, if given, counts a finished prompt independently (e.g. the server's
+        /tokenize); a disagreement with the local count raises `UsageError`."""
+        self._tokenizer = tokenizer
+        self._seed = seed
+        self._verify = verify
+        self._pool = _text_token_pool(tokenizer)
+        # Tokens the tokenizer adds around any text (e.g. BOS): part of every count.
+        self._overhead = len(tokenizer.encode("", add_special_tokens=True))
+
+    def make(self, n_tokens: int, index: int) -> str:
+        """Text that encodes to exactly `n_tokens` tokens, special tokens included.
+
+        Raises `UsageError` if `n_tokens` leaves no room for text after the special
+        tokens, or if no text of that length is found within `MAX_ADJUSTMENTS` rounds.
+        """
+        if n_tokens <= self._overhead:
+            raise UsageError(
+                f"prompt length {n_tokens}: the tokenizer adds {self._overhead} special"
+                " token(s), so a prompt needs more than that to hold any text"
+            )
+        rng = np.random.default_rng(
+            np.random.SeedSequence(self._seed, spawn_key=(PROMPT_TEXT_STREAM, index))
+        )
+        ids = self._draw(rng, n_tokens - self._overhead)
+        for _ in range(MAX_ADJUSTMENTS):
+            text = self._tokenizer.decode(ids)
+            count = len(self._tokenizer.encode(text, add_special_tokens=True))
+            if count == n_tokens:
+                self._check(text, n_tokens, index)
+                return text
+            # Continue from the canonical tokenization, which re-encodes to itself, so
+            # only the edit at the end can move the count.
+            ids = self._tokenizer.encode(text, add_special_tokens=False)
+            if count > n_tokens:
+                ids = ids[: max(len(ids) - (count - n_tokens), 0)]
+            else:
+                ids = ids + self._draw(rng, n_tokens - count)
+        raise UsageError(
+            f"prompt length {n_tokens}: no text of exactly that many tokens found in"
+            f" {MAX_ADJUSTMENTS} attempts (request {index})"
+        )
+
+    def _draw(self, rng: np.random.Generator, n: int) -> list[int]:
+        return rng.choice(self._pool, size=n).tolist()
+
+    def _check(self, text: str, n_tokens: int, index: int) -> None:
+        if self._verify is None:
+            return
+        counted = self._verify(text)
+        if counted != n_tokens:
+            raise UsageError(
+                f"prompt length {n_tokens}: the verifier counts {counted} tokens for request"
+                f" {index}'s prompt; is the local tokenizer the server's?"
+            )
+
+
+def make_prompts(
+    plan: RequestPlan,
+    tokenizer: TokenizerLike,
+    verify: Callable[[str], int] | None = None,
+) -> list[str]:
+    """One prompt per planned request, of its exact `prompt_tokens`, seeded by the plan."""
+    factory = PromptFactory(tokenizer, plan.seed, verify=verify)
+    return [factory.make(request.prompt_tokens, request.index) for request in plan.requests]
+
+
+def _text_token_pool(tokenizer: TokenizerLike) -> np.ndarray:
+    """Ids of ordinary text tokens: not special, and decoding alone to printable text.
+
+    Byte-fallback pieces (which decode to U+FFFD) and whitespace or control tokens are
+    left out: they re-encode unpredictably and make odd prompts.
+    """
+    special = set(tokenizer.all_special_ids)
+    candidates = [i for i in range(tokenizer.vocab_size) if i not in special]
+    pieces = tokenizer.batch_decode([[i] for i in candidates])
+    pool = [
+        i
+        for i, piece in zip(candidates, pieces, strict=True)
+        if piece.strip() and piece.isprintable() and "\ufffd" not in piece
+    ]
+    if not pool:
+        raise UsageError("tokenizer: its vocabulary has no printable non-special tokens")
+    return np.asarray(pool, dtype=np.int64)

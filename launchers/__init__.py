@@ -1,0 +1,18 @@
+"""Starting real inference servers: vLLM in continuous or forced static-batching mode."""
+
+from launchers.models import PROFILES, ModelProfile, ResolvedModel, prepare_profile, resolve_model
+from launchers.server import MODES, ServerHandle, ServerInfo, ServerSpec, build_command, start
+
+__all__ = [
+    "MODES",
+    "PROFILES",
+    "ModelProfile",
+    "ResolvedModel",
+    "ServerHandle",
+    "ServerInfo",
+    "ServerSpec",
+    "build_command",
+    "prepare_profile",
+    "resolve_model",
+    "start",
+]

@@ -1,0 +1,261 @@
+"""Model directories that need no download.
+
+Three kinds of model argument are normalised into one `ResolvedModel`:
+- `tiny`: a small Llama with random weights and a locally built tokenizer, made here
+  from a seed (the CPU default);
+- an architecture profile (`llama-3.1-8b`, `opt-13b`): the real config.json and a
+  tokenizer of the right vocabulary size, no weights; vLLM runs it with
+  `--load-format dummy`, which costs what the real model costs on a GPU;
+- anything else: a local directory or a hub id, passed to vLLM unchanged.
+
+Made directories are cached under `BATCHBENCH_CACHE` (default ~/.cache/batchbench),
+named by a hash of everything that shapes them, and written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+TINY_SEED = 20231
+_SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
+_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A model made locally: its config.json contents and whether weights are written."""
+
+    name: str
+    config: dict[str, Any]
+    dtype: str
+    with_weights: bool
+    description: str
+
+
+TINY = ModelProfile(
+    name="tiny",
+    config={
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 4096,
+        # Room for the longest CPU workload: prompt + capped output.
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    },
+    dtype="float32",
+    with_weights=True,
+    description="4-layer Llama, hidden 256, random weights (CPU default)",
+)
+
+LLAMA_3_1_8B = ModelProfile(
+    name="llama-3.1-8b",
+    config={
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+        "tie_word_embeddings": False,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "torch_dtype": "bfloat16",
+    },
+    dtype="bfloat16",
+    with_weights=False,
+    description="Llama-3.1-8B shapes, dummy weights (GPU: --load-format dummy)",
+)
+
+OPT_13B = ModelProfile(
+    name="opt-13b",
+    config={
+        "architectures": ["OPTForCausalLM"],
+        "model_type": "opt",
+        "hidden_size": 5120,
+        "ffn_dim": 20480,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 40,
+        "vocab_size": 50272,
+        "max_position_embeddings": 2048,
+        "word_embed_proj_dim": 5120,
+        "do_layer_norm_before": True,
+        "enable_bias": True,
+        "layer_norm_elementwise_affine": True,
+        "activation_function": "relu",
+        "bos_token_id": 2,
+        "eos_token_id": 2,
+        "pad_token_id": 1,
+        "torch_dtype": "float16",
+    },
+    dtype="float16",
+    with_weights=False,
+    description="OPT-13B shapes (the Anyscale model), dummy weights",
+)
+
+PROFILES: dict[str, ModelProfile] = {p.name: p for p in (TINY, LLAMA_3_1_8B, OPT_13B)}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What the launcher passes to vLLM for a model argument."""
+
+    argument: str
+    path: str
+    load_format: str
+    dtype: str | None
+    profile: str | None
+
+    def vllm_args(self) -> list[str]:
+        """The vLLM CLI arguments that select this model."""
+        args = ["--model", self.path]
+        if self.load_format != "auto":
+            args += ["--load-format", self.load_format]
+        if self.dtype is not None:
+            args += ["--dtype", self.dtype]
+        return args
+
+
+def cache_root() -> Path:
+    """Where made models live (BATCHBENCH_CACHE or ~/.cache/batchbench)."""
+    return Path(os.environ.get("BATCHBENCH_CACHE", Path.home() / ".cache" / "batchbench"))
+
+
+def resolve_model(argument: str, seed: int = TINY_SEED) -> ResolvedModel:
+    """Turn a model argument into a directory or hub id vLLM can load, making it if needed."""
+    if argument in PROFILES:
+        profile = PROFILES[argument]
+        path = prepare_profile(profile, seed)
+        return ResolvedModel(
+            argument=argument,
+            path=str(path),
+            load_format="auto" if profile.with_weights else "dummy",
+            dtype=profile.dtype,
+            profile=profile.name,
+        )
+    expanded = Path(argument).expanduser()
+    if expanded.is_dir():
+        return ResolvedModel(argument, str(expanded.resolve()), "auto", None, None)
+    looks_like_path = argument.startswith(("/", ".", "~")) or expanded.exists()
+    if not looks_like_path and _HUB_ID.match(argument):
+        return ResolvedModel(argument, argument, "auto", None, None)
+    known = ", ".join(PROFILES)
+    if looks_like_path:
+        raise UsageError(f"model path does not exist or is not a directory: {argument}")
+    raise UsageError(f"unknown model {argument!r}: use one of {known}, a local directory or a hub id")
+
+
+def prepare_profile(profile: ModelProfile, seed: int = TINY_SEED) -> Path:
+    """Make (or reuse) the directory of a built-in profile and return its path."""
+    key = json.dumps({"config": profile.config, "seed": seed, "weights": profile.with_weights}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    target = cache_root() / "models" / f"{profile.name}-{digest}"
+    if (target / ".complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{profile.name}-", dir=target.parent))
+    try:
+        _write_model(profile, seed, staging)
+        (staging / ".complete").write_text(key)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _write_model(profile: ModelProfile, seed: int, directory: Path) -> None:
+    config = dict(profile.config)
+    _tokenizer(config["vocab_size"], config["bos_token_id"], config["eos_token_id"]).save_pretrained(directory)
+    (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    if profile.with_weights:
+        _write_random_weights(config, seed, directory)
+
+
+def _write_random_weights(config: dict[str, Any], seed: int, directory: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    hf_config = AutoConfig.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_config(hf_config, dtype=getattr(torch, config["torch_dtype"]))
+    model.save_pretrained(directory, safe_serialization=True)
+
+
+def _tokenizer(vocab_size: int, bos_id: int, eos_id: int):
+    """A WordLevel tokenizer with exactly `vocab_size` entries and the config's BOS/EOS ids.
+
+    Words are made-up syllable strings, one token each, so a prompt of n words is
+    n tokens; BOS is not added by the tokenizer, so prompt lengths are exact.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab: dict[str, int] = {}
+    specials = {bos_id: "<s>", eos_id: "</s>"}
+    unk_id = next(i for i in range(vocab_size) if i not in specials)
+    specials[unk_id] = "<unk>"
+    words = _words()
+    for token_id in range(vocab_size):
+        vocab[specials.get(token_id) or next(words)] = token_id
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    tokenizer.chat_template = _CHAT_TEMPLATE
+    return tokenizer
+
+
+def _words():
+    """An endless, deterministic stream of distinct pronounceable words."""
+    consonants = "bcdfghjklmnprstvz"
+    vowels = "aeiou"
+    syllables = [c + v for c in consonants for v in vowels]
+    length = 1
+    while True:
+        for index in range(len(syllables) ** length):
+            word = ""
+            for _ in range(length):
+                index, rest = divmod(index, len(syllables))
+                word += syllables[rest]
+            yield word
+        length += 1

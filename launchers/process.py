@@ -1,0 +1,80 @@
+"""Operating-system plumbing for server processes: ports, process groups, log tails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections import deque
+from pathlib import Path
+
+import psutil
+
+from harness.errors import UsageError
+
+
+def free_port(host: str) -> int:
+    """A TCP port on `host` that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise UsageError if `port` on `host` cannot be bound (busy, or not ours to bind)."""
+    if not 0 < port < 65536:
+        raise UsageError(f"port must be between 1 and 65535, got {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise UsageError(f"port {port} on {host} is already in use ({exc.strerror})") from exc
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live processes of a process group (zombies excluded: they hold nothing)."""
+    members = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return members
+
+
+def stop_group(pgid: int, grace_s: float) -> bool:
+    """SIGTERM a whole process group, SIGKILL what is left after `grace_s`.
+
+    Returns True if SIGKILL was needed.
+    """
+    if not _signal_group(pgid, signal.SIGTERM):
+        return False
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not group_members(pgid):
+            return False
+        time.sleep(0.1)
+    _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last `lines` lines of a text file ('' if it does not exist)."""
+    try:
+        with path.open(errors="replace") as handle:
+            return "".join(deque(handle, maxlen=lines))
+    except FileNotFoundError:
+        return ""

