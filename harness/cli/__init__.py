@@ -1,0 +1,44 @@
+"""`batchbench` command line: one module per subcommand, one error boundary here.
+
+Every subcommand module has `add_parser(subparsers)` and `run(args) -> int`.
+Bad input exits 2 with one line on stderr; a server fault exits 1; no tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from harness.cli import prepare_model, serve
+from harness.errors import BatchBenchError, UsageError
+
+COMMANDS = (serve, prepare_model)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming what is wrong, exit 2."""
+
+    def error(self, message: str) -> None:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="batchbench", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `batchbench` console script."""
+    try:
+        args = build_parser().parse_args(argv)
+        return args.handler(args)
+    except BatchBenchError as exc:
+        print(f"batchbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("batchbench: interrupted", file=sys.stderr)
+        return 130

