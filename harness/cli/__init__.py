@@ -6,14 +6,19 @@ Bad input exits 2 with one line on stderr; a server fault exits 1; no tracebacks
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
+# Locust's load users run on gevent; patch before anything imports ssl or sockets.
+from gevent import monkey
 
-from harness.cli import prepare_model, serve
-from harness.errors import BatchBenchError, UsageError
+monkey.patch_all()
 
-COMMANDS = (serve, prepare_model)
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+from harness.cli import prepare_model, run, serve  # noqa: E402
+from harness.errors import BatchBenchError, UsageError  # noqa: E402
+
+COMMANDS = (serve, prepare_model, run)
 
 
 class _OneLineParser(argparse.ArgumentParser):

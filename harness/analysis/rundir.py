@@ -1,0 +1,107 @@
+"""Reading a finished run directory: the analyzer's only I/O.
+
+`load_run` refuses anything that is not a finished run (no manifest, `complete` false,
+a missing or malformed table) with a one-line `UsageError` naming the path, so the
+pure analysis never sees half-written data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from harness.errors import UsageError
+from harness.manifest import RunManifest
+from harness.records import (
+    MANIFEST_FILE,
+    PLAN_FILE,
+    RECORD_SCHEMA,
+    RECORDS_FILE,
+    TELEMETRY_FILE,
+    TELEMETRY_SCHEMA,
+    TOKEN_SCHEMA,
+    TOKENS_FILE,
+)
+from harness.workload.spec import describe_validation_error
+
+CALIBRATION_FILE = "calibration.json"
+
+
+@dataclass(frozen=True, eq=False)
+class RunData:
+    """Everything one finished run directory holds."""
+
+    path: Path
+    manifest: RunManifest
+    records: pd.DataFrame
+    tokens: pd.DataFrame
+    telemetry: pd.DataFrame
+    plan: dict[str, Any] | None
+    calibration: dict[str, Any] | None
+
+
+def load_run(path: str | os.PathLike[str]) -> RunData:
+    """Load the run directory at `path`; UsageError (naming it) if it is not a finished run."""
+    root = Path(path)
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a run directory (no such directory)")
+    manifest_path = root / MANIFEST_FILE
+    if not manifest_path.is_file():
+        raise UsageError(f"{root}: not a run directory (no {MANIFEST_FILE})")
+    manifest = _read_manifest(manifest_path)
+    if not manifest.complete:
+        raise UsageError(f"{root}: run did not finish ({MANIFEST_FILE} says complete: false)")
+    return RunData(
+        path=root,
+        manifest=manifest,
+        records=_read_table(root / RECORDS_FILE, RECORD_SCHEMA),
+        tokens=_read_table(root / TOKENS_FILE, TOKEN_SCHEMA),
+        telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA),
+        plan=_read_optional_json(root / PLAN_FILE),
+        calibration=_read_optional_json(root / CALIBRATION_FILE),
+    )
+
+
+def _read_manifest(path: Path) -> RunManifest:
+    try:
+        return RunManifest.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except ValidationError as exc:
+        raise UsageError(f"{path}: {describe_validation_error(exc)}") from exc
+
+
+def _read_table(path: Path, schema: pa.Schema) -> pd.DataFrame:
+    """Read a parquet table, requiring every column of `schema`."""
+    if not path.is_file():
+        raise UsageError(f"{path}: missing (a finished run has {path.name})")
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise UsageError(f"{path}: cannot read parquet: {' '.join(str(exc).split())}") from exc
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        raise UsageError(f"{path}: missing columns {', '.join(missing)}")
+    return table.select(schema.names).to_pandas()
+
+
+def _read_optional_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data

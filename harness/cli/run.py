@@ -1,0 +1,123 @@
+"""`batchbench run`: drive one workload against a server and write a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.cli.serve import add_server_arguments
+from harness.errors import UsageError
+from launchers import MODES, start
+
+SYSTEMS = ("continuous", "static", "naive")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="run one workload with Locust and record every request")
+    parser.add_argument("--workload", required=True, help="workload YAML file or built-in name (e.g. cpu-anyscale-cap128)")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--endpoint", help="base URL of a running OpenAI-compatible server")
+    target.add_argument("--launch", help=f"start vLLM in this mode: {', '.join(MODES)}")
+    parser.add_argument("--out", required=True, type=Path, help="new directory for the run's tables and manifest")
+    parser.add_argument(
+        "--system",
+        help="label and client behaviour: continuous, static, or naive (padded waves of B from the client); "
+        "default: the launched mode, or continuous for --endpoint",
+    )
+    parser.add_argument("--tokenizer", help="tokenizer directory for prompts (default: the served model's directory)")
+    parser.add_argument("--api-key-env", metavar="NAME", help="send the bearer token held in this environment variable")
+    parser.add_argument("--ui", action="store_true", help="also serve Locust's web UI on 127.0.0.1:8089")
+    parser.add_argument("--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan")
+    parser.add_argument("--telemetry-interval-s", type=float, default=0.25, help="how often to poll /metrics")
+    parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up batches")
+    parser.add_argument("--max-users", type=int, default=1024, help="most concurrent users for open-loop arrivals")
+    add_server_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.driver.endpoint import load_tokenizer, probe_endpoint
+    from harness.driver.runner import RunRequest, execute
+    from harness.workload import load_spec
+
+    spec = load_spec(args.workload)
+    system = _system(args)
+    headers = _headers(args.api_key_env)
+    if args.telemetry_interval_s <= 0:
+        raise UsageError(f"--telemetry-interval-s must be positive, got {args.telemetry_interval_s}")
+    if args.out.exists() and any(args.out.iterdir()):
+        raise UsageError(f"output directory {args.out} is not empty: choose a new one (runs are never overwritten)")
+    with contextlib.ExitStack() as stack:
+        server_info = None
+        if args.launch:
+            server = stack.enter_context(
+                start(
+                    args.launch,
+                    args.model,
+                    args.max_num_seqs,
+                    host=args.host,
+                    extra_args=args.vllm_arg,
+                    batch_wait_s=args.batch_wait_s,
+                    kv_cache_bytes=args.kv_cache_bytes,
+                    startup_timeout_s=args.startup_timeout_s,
+                    log_dir=args.out.parent / f".{args.out.name}-server",
+                )
+            )
+            base_url, model, server_info = server.base_url, server.served_model, asdict(server.info)
+        else:
+            base_url, model = args.endpoint, (args.model if args.model != "tiny" else None)
+        endpoint = probe_endpoint(base_url, headers, model)
+        outcome = execute(
+            RunRequest(
+                spec=spec,
+                system=system,
+                batch_size=args.max_num_seqs,
+                endpoint=endpoint,
+                tokenizer=load_tokenizer(args.tokenizer, endpoint),
+                out_dir=args.out,
+                headers=headers,
+                server=server_info,
+                telemetry_interval_s=args.telemetry_interval_s,
+                max_users=args.max_users,
+                warmup=not args.no_warmup,
+                ui=args.ui,
+            )
+        )
+    counts = outcome.counts
+    if counts.failed:
+        print(f"batchbench: {counts.failed} of {counts.planned} requests failed (recorded in {args.out})", file=sys.stderr)
+        return 1
+    if counts.length_mismatch and not args.allow_length_mismatch:
+        print(
+            f"batchbench: {counts.length_mismatch} requests generated a different number of tokens than asked"
+            " (see length_mismatch in records.parquet; --allow-length-mismatch to accept)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _system(args: argparse.Namespace) -> str:
+    system = args.system or args.launch or "continuous"
+    if system not in SYSTEMS:
+        raise UsageError(f"unknown system {system!r}: use one of {', '.join(SYSTEMS)}")
+    if args.launch and args.launch not in MODES:
+        raise UsageError(f"unknown mode {args.launch!r}: use one of {', '.join(MODES)}")
+    if system == "naive" and args.launch == "static":
+        raise UsageError("--system naive pads waves on the client: launch a continuous server for it")
+    if args.launch and system in MODES and system != args.launch:
+        raise UsageError(f"--system {system} does not match --launch {args.launch}")
+    return system
+
+
+def _headers(api_key_env: str | None) -> dict[str, str]:
+    if api_key_env is None:
+        return {}
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
+    return {"Authorization": f"Bearer {key}"}

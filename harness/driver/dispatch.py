@@ -1,0 +1,92 @@
+"""Hands work items to load users at the planned times (runs inside gevent).
+
+Open loop: each item is sent at `start + arrival_s`, whoever picks it up. Closed loop:
+items go out as users free up. Naive waves: a wave's items go out together, and the
+next wave only once every request of the previous one has finished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+
+import gevent
+from gevent.event import Event
+
+from harness.driver.work import NO_WAVE, WorkItem
+
+
+class Dispatcher:
+    """Shared by every user of one run; all methods are called from greenlets."""
+
+    def __init__(self, items: Sequence[WorkItem], duration_s: float | None = None) -> None:
+        self._pending = deque(items)
+        self.total = len(items)
+        self.duration_s = duration_s
+        self.start_s: float | None = None
+        self._opened = Event()
+        self.finished = Event()
+        self._in_flight = 0
+        self._wave_in_flight: dict[int, int] = {}
+        self._wave_done = Event()
+        self._wave_done.set()
+        self.handed_out = 0
+        self.completed = 0
+        if not items:
+            self.finished.set()
+
+    def open(self) -> float:
+        """Start the run clock now; users waiting in `next_item` begin."""
+        self.start_s = time.time()
+        self._opened.set()
+        return self.start_s
+
+    def next_item(self) -> WorkItem | None:
+        """The next item to send (blocking until its wave may start), or None when done."""
+        self._opened.wait()
+        while True:
+            if not self._pending or self._past_duration():
+                self._pending.clear()
+                self._check_finished()
+                return None
+            item = self._pending[0]
+            if item.wave != NO_WAVE and item.wave not in self._wave_in_flight and not self._wave_done.is_set():
+                # The previous wave is still generating: a padded batch cannot take new rows.
+                self._wave_done.wait()
+                continue
+            self._pending.popleft()
+            if item.wave != NO_WAVE:
+                self._wave_done.clear()
+                self._wave_in_flight[item.wave] = self._wave_in_flight.get(item.wave, 0) + 1
+            self._in_flight += 1
+            self.handed_out += 1
+            return item
+
+    def scheduled_s(self, item: WorkItem) -> float | None:
+        """Absolute send time the plan asks for (None in a closed loop or for waves)."""
+        return None if item.arrival_s is None else self.start_s + item.arrival_s
+
+    def wait_for_schedule(self, item: WorkItem) -> None:
+        """Sleep until the item's planned send time (no-op if it is due or unscheduled)."""
+        due = self.scheduled_s(item)
+        if due is not None:
+            gevent.sleep(max(0.0, due - time.time()))
+
+    def done(self, item: WorkItem) -> None:
+        """Mark an item finished (whatever its outcome)."""
+        self._in_flight -= 1
+        self.completed += 1
+        if item.wave != NO_WAVE:
+            self._wave_in_flight[item.wave] -= 1
+            if self._wave_in_flight[item.wave] == 0:
+                del self._wave_in_flight[item.wave]
+                self._wave_done.set()
+        self._check_finished()
+
+    def _past_duration(self) -> bool:
+        return self.duration_s is not None and time.time() - self.start_s >= self.duration_s
+
+    def _check_finished(self) -> None:
+        if not self._pending and self._in_flight == 0:
+            self.finished.set()

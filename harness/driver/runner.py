@@ -1,0 +1,198 @@
+"""One measured run: plan, prompts, Locust users, telemetry, tables, manifest.
+
+Runs inside a gevent-patched process (Locust patches on import).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import gevent
+import pyarrow as pa
+import pyarrow.parquet as pq
+from locust.env import Environment
+from locust.html import get_html_report
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+
+from harness.driver.dispatch import Dispatcher
+from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
+from harness.driver.journal import RunJournal
+from harness.driver.user import DriverContext, make_user_class
+from harness.driver.work import build_work, user_count
+from harness.errors import UsageError
+from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
+from harness.records import MANIFEST_FILE, PLAN_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
+from harness.telemetry import TelemetrySampler
+from harness.workload import WorkloadSpec, build_plan, make_prompts
+
+# Prompts checked against the server's own /tokenize (the rest trust the same tokenizer).
+VERIFIED_PROMPTS = 8
+
+
+@dataclass
+class RunRequest:
+    """Everything one run needs; built by the CLI (or a sweep) and validated there."""
+
+    spec: WorkloadSpec
+    system: str
+    batch_size: int
+    endpoint: EndpointInfo
+    tokenizer: Any
+    out_dir: Path
+    headers: dict[str, str] = field(default_factory=dict)
+    server: dict[str, Any] | None = None
+    telemetry_interval_s: float = 0.25
+    max_users: int = 1024
+    warmup: bool = True
+    ui: bool = False
+    ui_port: int = 8089
+    progress: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended, for the caller's exit code and message."""
+
+    out_dir: Path
+    counts: RunCounts
+    duration_s: float
+    output_tokens_per_s: float
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Refuse to write over an earlier run (nothing lost); create the directory."""
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise UsageError(f"output directory {out_dir} is not empty: choose a new one (runs are never overwritten)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def write_manifest(manifest: RunManifest, out_dir: Path) -> None:
+    """Write manifest.json atomically (a reader never sees half a file)."""
+    staging = out_dir / (MANIFEST_FILE + ".tmp")
+    staging.write_text(manifest.model_dump_json(indent=2))
+    staging.replace(out_dir / MANIFEST_FILE)
+
+
+def execute(request: RunRequest) -> RunOutcome:
+    """Run the workload against the endpoint and write the run directory."""
+    say = request.progress
+    plan = build_plan(request.spec)
+    say(f"building {len(plan.requests)} prompts of exact token length")
+    prompts = make_prompts(plan, request.tokenizer)
+    if request.spec.endpoint == "completions":
+        _check_with_server(plan, prompts, request)
+    items = build_work(plan, prompts, request.system, request.batch_size)
+    prepare_out_dir(request.out_dir)
+    (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
+
+    manifest = RunManifest(
+        run_id=request.out_dir.name,
+        system=request.system,
+        workload=request.spec.model_dump(mode="json"),
+        plan_sha256=plan.sha256(),
+        batch_size=request.batch_size,
+        endpoint=request.endpoint.base_url,
+        model=request.endpoint.model,
+        server=request.server,
+        harness_version=harness_version(),
+        git_sha=git_sha(),
+        locust_version=metadata.version("locust"),
+        host=host_info(),
+        telemetry_interval_s=request.telemetry_interval_s,
+        started_at=time.time(),
+        counts=RunCounts(planned=len(items)),
+    )
+    write_manifest(manifest, request.out_dir)
+
+    if request.warmup:
+        say(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
+        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0])
+
+    dispatcher = Dispatcher(items, duration_s=plan.duration_s)
+    journal = RunJournal(request.out_dir)
+    context = DriverContext(dispatcher, journal, request.endpoint.model, request.spec.endpoint, dict(request.headers))
+    environment = Environment(user_classes=[make_user_class(context)], host=request.endpoint.base_url)
+    runner = environment.create_local_runner()
+    if request.ui:
+        environment.create_web_ui("127.0.0.1", request.ui_port)
+        say(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
+    users = user_count(plan, request.system, request.batch_size, request.max_users)
+
+    sampler = TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers).start()
+    runner.start(users, spawn_rate=max(users, 1) * 100.0)
+    if runner.spawning_greenlet is not None:
+        runner.spawning_greenlet.join()
+    started = dispatcher.open()
+    manifest.started_at = started
+    say(f"{request.system}: {len(items)} requests, {users} users, B={request.batch_size}")
+    reporter = gevent.spawn(_report_progress, dispatcher, context, started, say)
+    dispatcher.finished.wait()
+    ended = time.time()
+    reporter.kill()
+    runner.quit()
+    samples = sampler.stop()
+
+    records_written, _ = journal.finalize()
+    pq.write_table(pa.Table.from_pylist(sampler.as_rows(), schema=TELEMETRY_SCHEMA), request.out_dir / TELEMETRY_FILE)
+    _write_locust_outputs(environment, request.out_dir)
+    records = pq.read_table(request.out_dir / "records.parquet").to_pylist()
+    counts = RunCounts(
+        planned=len(items),
+        sent=records_written,
+        ok=sum(r["ok"] for r in records),
+        failed=sum(not r["ok"] for r in records),
+        length_mismatch=sum(r["length_mismatch"] for r in records),
+    )
+    manifest.ended_at, manifest.counts, manifest.complete = ended, counts, True
+    write_manifest(manifest, request.out_dir)
+    duration = ended - started
+    rate = context.generated_tokens / duration if duration > 0 else 0.0
+    say(
+        f"done: {counts.ok}/{counts.planned} ok, {counts.failed} failed, {counts.length_mismatch} length mismatches,"
+        f" {rate:.0f} generated tok/s over {duration:.1f} s, {len(samples)} telemetry samples -> {request.out_dir}"
+    )
+    return RunOutcome(request.out_dir, counts, duration, rate)
+
+
+def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:
+    """Count a few prompts with the server's own tokenizer: proves ours is the same."""
+    counter = server_token_counter(request.endpoint, request.headers)
+    if counter is None:
+        request.progress("server has no /tokenize: prompt lengths rest on the local tokenizer alone")
+        return
+    for planned, prompt in list(zip(plan.requests, prompts))[:VERIFIED_PROMPTS]:
+        counted = counter(prompt)
+        if counted != planned.prompt_tokens:
+            raise UsageError(
+                f"request {planned.index}: the server counts {counted} prompt tokens, the plan wants"
+                f" {planned.prompt_tokens}: is --tokenizer the served model's?"
+            )
+
+
+def _report_progress(dispatcher: Dispatcher, context: DriverContext, started: float, say) -> None:
+    while True:
+        gevent.sleep(2.0)
+        elapsed = time.time() - started
+        say(
+            f"  {dispatcher.completed}/{dispatcher.total} done, {context.generated_tokens / elapsed:.0f} tok/s,"
+            f" {context.failed} errors, {elapsed:.0f} s"
+        )
+
+
+def _write_locust_outputs(environment: Environment, out_dir: Path) -> None:
+    """Locust's own stats (CSV) and HTML report, for people used to them."""
+    locust_dir = out_dir / "locust"
+    locust_dir.mkdir(exist_ok=True)
+    stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    with (locust_dir / "stats.csv").open("w", newline="") as handle:
+        stats_csv.requests_csv(csv.writer(handle))
+    with (locust_dir / "failures.csv").open("w", newline="") as handle:
+        stats_csv.failures_csv(csv.writer(handle))
+    (locust_dir / "report.html").write_text(get_html_report(environment, show_download_link=False))

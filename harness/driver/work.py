@@ -1,0 +1,72 @@
+"""Turn a request plan into the work items the load users send (pure, no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.workload.plan import RequestPlan
+
+NO_WAVE = -1
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One request as the driver sends it."""
+
+    request_id: int
+    prompt: str
+    planned_prompt_tokens: int
+    planned_output_tokens: int
+    # max_tokens = min_tokens sent: the planned output, or the wave's maximum when padded.
+    requested_output_tokens: int
+    wave: int
+    # Offset from the run start at which to send; None: as soon as a user is free.
+    arrival_s: float | None
+
+
+def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_size: int) -> list[WorkItem]:
+    """Work items in send order.
+
+    For `naive` (padded static batching, the Anyscale HF baseline) consecutive requests
+    form waves of `batch_size`; every row of a wave asks for the wave's longest output,
+    as a padded batch generates until its longest row is done. Waves are sent whole
+    (all at the wave's start), so per-request arrival times do not apply.
+    """
+    if len(prompts) != len(plan.requests):
+        raise ValueError(f"{len(prompts)} prompts for {len(plan.requests)} planned requests")
+    items = []
+    for request, prompt in zip(plan.requests, prompts):
+        if system == "naive":
+            wave = request.index // batch_size
+            members = plan.requests[wave * batch_size : (wave + 1) * batch_size]
+            requested = max(member.output_tokens for member in members)
+            arrival = None
+        else:
+            wave, requested, arrival = NO_WAVE, request.output_tokens, request.arrival_s
+        items.append(
+            WorkItem(
+                request_id=request.index,
+                prompt=prompt,
+                planned_prompt_tokens=request.prompt_tokens,
+                planned_output_tokens=request.output_tokens,
+                requested_output_tokens=requested,
+                wave=wave,
+                arrival_s=arrival,
+            )
+        )
+    return items
+
+
+def user_count(plan: RequestPlan, system: str, batch_size: int, max_users: int) -> int:
+    """How many concurrent load users the plan needs.
+
+    Closed loop: its users. Naive: one per row of a wave. Open loop (burst, poisson):
+    one per request up to `max_users`, so every request can be in flight at once; a
+    request due while all users are busy is sent late, and its lateness is recorded.
+    """
+    if system == "naive":
+        return batch_size
+    if plan.users is not None:
+        return plan.users
+    return max(1, min(len(plan.requests), max_users))

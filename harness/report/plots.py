@@ -1,0 +1,135 @@
+"""The report's figures, each returned as PNG bytes (matplotlib, Agg canvas, no files).
+
+Figures are built on `matplotlib.figure.Figure` directly rather than pyplot, so no
+global backend or figure registry is touched and nothing needs a display.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from harness.analysis.simulate import SYSTEMS, StepTimeModel, SystemName, simulate, slot_diagram
+
+SYSTEM_COLORS: dict[str, str] = {"continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3"}
+PADDING_COLOR = "#bdbdbd"
+_DPI = 100
+
+
+def level_name(level: int | str) -> str:
+    """How a spread level is labelled: `cap 128` for a cap, the label itself otherwise."""
+    return f"cap {level}" if isinstance(level, (int, np.integer)) else str(level)
+
+
+def throughput_plot(table: pd.DataFrame) -> bytes:
+    """Total tok/s at each spread level of a gap table, one line per system; predictions dashed."""
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    x = np.arange(len(table))
+    for system in SYSTEMS:
+        color = SYSTEM_COLORS[system]
+        measured = table[f"{system}_total_tok_s"].to_numpy(dtype=float)
+        predicted = table[f"{system}_predicted_total_tok_s"].to_numpy(dtype=float)
+        if not np.all(np.isnan(measured)):
+            ax.plot(x, measured, marker="o", color=color, label=f"{system} (measured)")
+        if not np.all(np.isnan(predicted)):
+            ax.plot(x, predicted, linestyle="--", marker="x", color=color, label=f"{system} (predicted)")
+    ax.set_xticks(x, [level_name(level) for level in table["level"]])
+    ax.set_yscale("log")
+    ax.set_xlabel("spread level (output-length cap)")
+    ax.set_ylabel("total tok/s (prompt + useful output), log scale")
+    ax.set_title("Throughput against spread of output lengths")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def occupancy_plot(series: Mapping[str, pd.DataFrame], title: str) -> bytes:
+    """Running sequences / B over time, one step line per system (`occupancy_series` frames)."""
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.add_subplot()
+    for system, frame in series.items():
+        ax.step(frame["t_s"], frame["occupancy"], where="post", color=SYSTEM_COLORS.get(system), label=system)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("seconds since the first request was sent")
+    ax.set_ylabel("running / B")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> bytes:
+    """Box plots of TTFT and useful E2E per (level, system), grouped by level.
+
+    Each frame is a `request_table` (columns ttft_s, useful_e2e_s); keys are
+    (level name, system) in the order the groups should appear.
+    """
+    groups = list(dict.fromkeys(level for level, _ in latencies))
+    fig = Figure(figsize=(max(7.0, 1.6 * len(groups) + 2), 6.4))
+    axes = fig.subplots(2, 1, sharex=True)
+    width = 0.8 / len(SYSTEMS)
+    for ax, column, label in zip(axes, ("ttft_s", "useful_e2e_s"), ("TTFT (s)", "useful E2E (s)")):
+        for (level, system), frame in latencies.items():
+            values = frame[column].dropna().to_numpy(dtype=float)
+            if values.size == 0:
+                continue
+            position = groups.index(level) + (SYSTEMS.index(system) - (len(SYSTEMS) - 1) / 2) * width
+            box = ax.boxplot(values, positions=[position], widths=width * 0.9, patch_artist=True,
+                             showfliers=False, manage_ticks=False)
+            for patch in box["boxes"]:
+                patch.set_facecolor(SYSTEM_COLORS[system])
+                patch.set_alpha(0.7)
+        ax.set_yscale("log")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[-1].set_xticks(range(len(groups)), groups)
+    axes[0].legend(handles=[Patch(color=SYSTEM_COLORS[s], alpha=0.7, label=s) for s in SYSTEMS], fontsize="small")
+    axes[0].set_title("Latency per request (whiskers 1.5 IQR, outliers hidden)")
+    return _png(fig)
+
+
+def slot_diagram_plot(output_tokens: Sequence[int], B: int) -> bytes:
+    """Which request holds each batch row at each step, for a burst, per system.
+
+    Coloured bars are useful tokens (colour by requested length), grey hatched bars
+    naive padding, white gaps idle slots. Titles give steps and the useful fraction.
+    """
+    lengths = sorted(set(int(n) for n in output_tokens))
+    colormap = colormaps["tab10"]
+    palette = {n: colormap(i % colormap.N) for i, n in enumerate(lengths)}
+    fig = Figure(figsize=(8, 1.2 + 1.0 * len(SYSTEMS) * max(1, B / 4)))
+    axes = fig.subplots(len(SYSTEMS), 1, sharex=True)
+    unit = StepTimeModel.from_points({1: 1.0})
+    for ax, system in zip(axes, ("static", "naive", "continuous")):
+        result = simulate(system, np.asarray(output_tokens, dtype=np.int64), B, unit)
+        for span in slot_diagram(output_tokens, B, system):
+            useful = span.useful_end_step - span.start_step
+            ax.barh(span.row, useful, left=span.start_step, height=0.8, edgecolor="white", linewidth=0.5,
+                    color=palette[int(output_tokens[span.request])])
+            if span.end_step > span.useful_end_step:
+                ax.barh(span.row, span.end_step - span.useful_end_step, left=span.useful_end_step, height=0.8,
+                        color=PADDING_COLOR, hatch="//", edgecolor="white", linewidth=0.5)
+        ax.set_yticks(range(B), [f"row {r}" for r in range(B)])
+        ax.invert_yaxis()
+        ax.set_title(f"{system}: {result.num_steps} steps, {result.useful_fraction:.0%} of slots useful",
+                     fontsize="medium")
+    axes[-1].set_xlabel("decode step")
+    handles = [Patch(color=palette[n], label=f"{n} tokens") for n in lengths]
+    handles.append(Patch(facecolor=PADDING_COLOR, hatch="//", label="padding (naive)"))
+    fig.legend(handles=handles, loc="lower center", ncols=len(handles), fontsize="small", frameon=False)
+    fig.subplots_adjust(bottom=0.18, hspace=0.6)
+    return _png(fig)
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    # No "Software" text chunk: the same figure gives the same bytes across matplotlib builds.
+    fig.savefig(buffer, format="png", dpi=_DPI, bbox_inches="tight", metadata={"Software": None})
+    return buffer.getvalue()
