@@ -25,7 +25,12 @@ if TYPE_CHECKING:
     from harness.analysis.rundir import RunData
 
 Level = int | str
-RATIOS: tuple[tuple[SystemName, SystemName], ...] = (("continuous", "static"), ("continuous", "naive"), ("static", "naive"))
+RATIOS: tuple[tuple[SystemName, SystemName], ...] = (
+    ("continuous", "static"),
+    ("continuous", "naive"),
+    ("static", "naive"),
+)
+PER_SYSTEM_COLUMNS = ("total_tok_s", "output_tok_s", "predicted_total_tok_s", "vs_predicted")
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ class GapEntry:
 def spread_level(workload: Mapping[str, Any]) -> Level:
     """The output-length cap of a workload spec dict, or its name when it has no cap."""
     cap = (workload.get("output_tokens") or {}).get("cap")
-    return int(cap) if isinstance(cap, int) else str(workload.get("name", "?"))
+    return int(cap) if isinstance(cap, int) else str(workload.get("name", "unnamed"))
 
 
 def predict_for_run(
@@ -123,9 +128,7 @@ def gap_table(entries: Sequence[GapEntry]) -> pd.DataFrame:
 
 
 def _columns() -> list[str]:
-    per_system = [
-        f"{s}_{name}" for s in SYSTEMS for name in ("total_tok_s", "output_tok_s", "predicted_total_tok_s", "vs_predicted")
-    ]
+    per_system = [f"{s}_{name}" for s in SYSTEMS for name in PER_SYSTEM_COLUMNS]
     return ["level", "workload", *per_system, *(f"{a}/{b}" for a, b in RATIOS)]
 
 
@@ -165,7 +168,8 @@ def check_acceptance(table: pd.DataFrame, tolerance: float = 0.15, beat_above: i
     prediction (one FAIL line per run outside it).
     """
     caps = table.loc[[isinstance(level, (int, np.integer)) for level in table["level"]]]
-    findings = [_grows_with_spread(caps, column) for column in ("static/naive", "continuous/static", "continuous/naive")]
+    growth = ("static/naive", "continuous/static", "continuous/naive")
+    findings = [_grows_with_spread(caps, column) for column in growth]
     findings.append(_continuous_beats_static(caps, beat_above))
     findings.extend(_within_prediction(table, tolerance))
     return findings
@@ -207,7 +211,8 @@ def _within_prediction(table: pd.DataFrame, tolerance: float) -> list[str]:
     outside = [(d, where) for d, where in checked if abs(d) > tolerance]
     if not outside:
         worst, where = max(checked, key=lambda item: abs(item[0]))
-        return [f"PASS: {claim} ({len(checked)} runs; worst {where}, {worst:+.1%})"]
+        # Rounding first turns float noise like -1e-16 into +0.0%, not -0.0%.
+        return [f"PASS: {claim} ({len(checked)} runs; worst {where}, {round(worst, 3) + 0.0:+.1%})"]
     return [f"FAIL: {claim}: {where} measured {d:+.1%} from predicted" for d, where in outside]
 
 

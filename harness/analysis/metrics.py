@@ -275,18 +275,17 @@ def occupancy_series(telemetry: pd.DataFrame, batch_size: int, start_s: float, e
     """running / B against seconds since start_s, for a step plot of the window.
 
     Keeps the polls inside the window, plus the last poll before it (moved to 0), whose
-    value holds at the window's start.
+    value holds at the window's start, and closes with that last value at the window's end.
     """
     polls = telemetry.sort_values("t")
     before = polls.loc[polls["t"] < start_s].tail(1)
     inside = polls.loc[(polls["t"] >= start_s) & (polls["t"] <= end_s)]
     kept = pd.concat([before, inside])
-    return pd.DataFrame(
-        {
-            "t_s": np.maximum(kept["t"].to_numpy(dtype=float) - start_s, 0.0),
-            "occupancy": kept["running"].to_numpy(dtype=float) / batch_size,
-        }
-    )
+    t = np.maximum(kept["t"].to_numpy(dtype=float) - start_s, 0.0)
+    occupancy = kept["running"].to_numpy(dtype=float) / batch_size
+    if t.size and t[-1] < end_s - start_s:
+        t, occupancy = np.append(t, end_s - start_s), np.append(occupancy, occupancy[-1])
+    return pd.DataFrame({"t_s": t, "occupancy": occupancy})
 
 
 def useful_slot_time_fraction(requests: pd.DataFrame, batch_size: int, makespan_s: float) -> float:

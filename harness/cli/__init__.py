@@ -15,10 +15,10 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
-from harness.cli import prepare_model, run, serve  # noqa: E402
+from harness.cli import analyze, prepare_model, reproduce, run, serve  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
-COMMANDS = (serve, prepare_model, run)
+COMMANDS = (serve, prepare_model, run, analyze, reproduce)
 
 
 class _OneLineParser(argparse.ArgumentParser):

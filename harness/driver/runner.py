@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 from locust.env import Environment
@@ -117,13 +118,20 @@ def execute(request: RunRequest) -> RunOutcome:
 
     dispatcher = Dispatcher(items, duration_s=plan.duration_s)
     journal = RunJournal(request.out_dir)
-    context = DriverContext(dispatcher, journal, request.endpoint.model, request.spec.endpoint, dict(request.headers))
+    users = user_count(plan, request.system, request.batch_size, request.max_users)
+    client = httpx.Client(
+        base_url=request.endpoint.base_url,
+        headers=request.headers,
+        # Long generations on a slow server may stream for minutes; connecting may not.
+        timeout=httpx.Timeout(600.0, connect=30.0),
+        limits=httpx.Limits(max_connections=users + 8, max_keepalive_connections=users + 8),
+    )
+    context = DriverContext(dispatcher, journal, client, request.endpoint.model, request.spec.endpoint)
     environment = Environment(user_classes=[make_user_class(context)], host=request.endpoint.base_url)
     runner = environment.create_local_runner()
     if request.ui:
         environment.create_web_ui("127.0.0.1", request.ui_port)
         say(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
-    users = user_count(plan, request.system, request.batch_size, request.max_users)
 
     sampler = TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers).start()
     runner.start(users, spawn_rate=max(users, 1) * 100.0)
@@ -137,6 +145,7 @@ def execute(request: RunRequest) -> RunOutcome:
     ended = time.time()
     reporter.kill()
     runner.quit()
+    client.close()
     samples = sampler.stop()
 
     records_written, _ = journal.finalize()

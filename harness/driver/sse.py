@@ -18,7 +18,25 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._buffer = b""
+        self._data: list[bytes] = []
         self.done = False
+
+    def feed_line(self, line: bytes) -> dict[str, Any] | None:
+        """Add one whole line (as a line reader returns it); the event it completes, if any.
+
+        The cheap path for a client that already reads line by line: no re-buffering.
+        """
+        line = line.rstrip(b"\r\n")
+        if line.startswith(b"data:"):
+            self._data.append(line[5:].lstrip())
+            return None
+        if line or not self._data:
+            return None
+        payload, self._data = b"\n".join(self._data), []
+        if payload == b"[DONE]":
+            self.done = True
+            return None
+        return json.loads(payload)
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         """Add bytes; return the events they complete (the `[DONE]` sentinel sets `done`)."""

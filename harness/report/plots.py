@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from harness.analysis.simulate import SYSTEMS, StepTimeModel, SystemName, simulate, slot_diagram
 
@@ -28,20 +29,31 @@ def level_name(level: int | str) -> str:
 
 
 def throughput_plot(table: pd.DataFrame) -> bytes:
-    """Total tok/s at each spread level of a gap table, one line per system; predictions dashed."""
+    """Total tok/s at each spread level of a gap table, one line per system; predictions dashed.
+
+    Lines join the cap levels only; labelled levels (other workloads) are lone markers,
+    since nothing lies between them and the caps.
+    """
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     x = np.arange(len(table))
+    is_cap = np.array([isinstance(level, (int, np.integer)) for level in table["level"]])
     for system in SYSTEMS:
         color = SYSTEM_COLORS[system]
-        measured = table[f"{system}_total_tok_s"].to_numpy(dtype=float)
-        predicted = table[f"{system}_predicted_total_tok_s"].to_numpy(dtype=float)
-        if not np.all(np.isnan(measured)):
-            ax.plot(x, measured, marker="o", color=color, label=f"{system} (measured)")
-        if not np.all(np.isnan(predicted)):
-            ax.plot(x, predicted, linestyle="--", marker="x", color=color, label=f"{system} (predicted)")
+        for column, style, label in (
+            (f"{system}_total_tok_s", {"marker": "o"}, "measured"),
+            (f"{system}_predicted_total_tok_s", {"marker": "x", "linestyle": "--"}, "predicted"),
+        ):
+            values = table[column].to_numpy(dtype=float)
+            if np.all(np.isnan(values)):
+                continue
+            ax.plot(x[is_cap], values[is_cap], color=color, label=f"{system} ({label})", **style)
+            ax.plot(x[~is_cap], values[~is_cap], color=color, linestyle="none", marker=style["marker"])
     ax.set_xticks(x, [level_name(level) for level in table["level"]])
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("spread level (output-length cap)")
     ax.set_ylabel("total tok/s (prompt + useful output), log scale")
     ax.set_title("Throughput against spread of output lengths")
@@ -55,7 +67,10 @@ def occupancy_plot(series: Mapping[str, pd.DataFrame], title: str) -> bytes:
     fig = Figure(figsize=(7, 3.6))
     ax = fig.add_subplot()
     for system, frame in series.items():
-        ax.step(frame["t_s"], frame["occupancy"], where="post", color=SYSTEM_COLORS.get(system), label=system)
+        # Wider continuous line: it stays visible where static also runs full.
+        width = 3.0 if system == "continuous" else 1.5
+        ax.step(frame["t_s"], frame["occupancy"], where="post", color=SYSTEM_COLORS.get(system), label=system,
+                linewidth=width)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("seconds since the first request was sent")
     ax.set_ylabel("running / B")

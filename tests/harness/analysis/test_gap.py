@@ -75,7 +75,9 @@ def test_acceptance_findings_pass_and_fail():
     assert findings[2] == "PASS: continuous/naive grows with spread: 3.00 -> 6.00 (caps 32, 128)"
     assert findings[3] == "PASS: continuous beats static at every cap above 32 (lowest continuous/static 2.00)"
     # continuous at 128 is 20% over its prediction; naive (-9.1%) and static (+5.3%) are inside.
-    assert findings[4:] == ["FAIL: each system within 15% of its prediction: continuous at cap 128 measured +20.0% from predicted"]
+    assert findings[4:] == [
+        "FAIL: each system within 15% of its prediction: continuous at cap 128 measured +20.0% from predicted"
+    ]
 
 
 def test_acceptance_reports_a_shrinking_gap_and_a_losing_continuous():
@@ -97,7 +99,8 @@ def test_acceptance_passing_predictions_names_the_worst():
 
 
 def test_spread_level_is_the_cap_or_the_name():
-    assert spread_level({"name": "anyscale-cap512", "output_tokens": {"kind": "exponential", "mean": 128, "cap": 512}}) == 512
+    capped = {"name": "anyscale-cap512", "output_tokens": {"kind": "exponential", "mean": 128, "cap": 512}}
+    assert spread_level(capped) == 512
     assert spread_level({"name": "seed", "output_tokens": {"kind": "choice", "values": [100, 1000]}}) == "seed"
 
 

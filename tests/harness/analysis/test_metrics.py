@@ -47,7 +47,9 @@ def record(request_id, *, planned, tokens_at, sent=100.0, end=None, requested=No
 def tables(rows, token_times, polls=()):
     """records, tokens, telemetry frames typed exactly as the run's parquet files load."""
     tokens = [
-        {"request_id": rid, "token_index": i, "t_s": t} for rid, times in token_times.items() for i, t in enumerate(times)
+        {"request_id": rid, "token_index": i, "t_s": t}
+        for rid, times in token_times.items()
+        for i, t in enumerate(times)
     ]
     telemetry = [
         {"t": t, "running": r, "waiting": 0.0, "kv_cache_usage": 0.0, "generation_tokens_total": 0.0,
@@ -140,6 +142,10 @@ def test_occupancy_series_starts_with_the_value_held_at_the_window_start():
     series = occupancy_series(telemetry, 2, 100.0, 104.0)
     assert series["t_s"].tolist() == [0.0, 0.5, 2.0, 3.0, 4.0]
     assert series["occupancy"].tolist() == [0.0, 1.0, 0.5, 0.5, 0.0]
+    # A window ending between polls closes with the value held at its end.
+    series = occupancy_series(telemetry, 2, 100.0, 103.5)
+    assert series["t_s"].tolist() == [0.0, 0.5, 2.0, 3.0, 3.5]
+    assert series["occupancy"].tolist() == [0.0, 1.0, 0.5, 0.5, 0.5]
 
 
 def test_useful_slot_time_fraction(continuous):

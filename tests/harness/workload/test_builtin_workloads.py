@@ -52,9 +52,14 @@ def test_cpu_anyscale_keeps_the_output_distribution(cap):
     assert cpu.num_requests == 64 and cpu.scaled_from == full.name and cpu.scaling
 
 
-def test_cpu_seed_cycles_one_of_each_length_per_four():
+def test_cpu_seed_batches_of_sixteen_hold_four_of_each_length():
     plan = build_plan(load_spec("cpu-seed-100-200-300-1000"))
-    assert [r.output_tokens for r in plan.requests] == [100, 200, 300, 1000] * 4
+    outputs = [r.output_tokens for r in plan.requests]
+    assert outputs == [100, 200, 300, 1000] * 16
+    for start in range(0, len(outputs), 16):
+        batch = outputs[start : start + 16]
+        # Each static batch runs 1000 steps with 40% of its slots useful, as in the seed's example.
+        assert sum(batch) / (16 * max(batch)) == 0.4
 
 
 def test_cpu_fixed_closed16():

@@ -1,0 +1,116 @@
+"""`batchbench reproduce`: the Anyscale-style sweep end to end, and its report.
+
+One server start per mode: the continuous server hosts the calibration, the
+continuous runs and the naive padded waves; the static server hosts the static runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import sys
+import time
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+
+from harness.cli.serve import add_server_arguments
+from harness.errors import UsageError
+from launchers import start
+
+CPU_WORKLOADS = (
+    "cpu-anyscale-cap32",
+    "cpu-anyscale-cap128",
+    "cpu-anyscale-cap512",
+    "cpu-anyscale-cap1536",
+    "cpu-seed-100-200-300-1000",
+)
+CAVEATS = (
+    "The CPU default serves a 4-layer Llama with hidden size 256 on one core. Unlike an 8B model on a GPU, its"
+    " decode step is not dominated by reading weights, so a step of 16 sequences costs several times a step of"
+    " one: batching is far from free here, and every gap is smaller than Anyscale's. The calibration table shows"
+    " by how much.",
+    "Naive static batching is emulated by the client: waves of B requests, each row asked for the wave's longest"
+    " output (padding), the next wave only after the whole wave finished, on the continuous server. Only each"
+    " request's planned tokens count as useful.",
+    "Static batching is vLLM's own engine with one change, admission (a --scheduler-cls plugin): a batch forms only"
+    " when the previous one has drained. Finished rows stop costing compute but their slots stay empty.",
+    "Client and server share two cores: the load driver's own CPU time slows the server a little, the same for"
+    " every system.",
+)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("reproduce", help="run the continuous vs static vs naive sweep and write the report")
+    parser.add_argument(
+        "--workloads", default=",".join(CPU_WORKLOADS), help="comma-separated workload files or names (default: the CPU sweep)"
+    )
+    parser.add_argument("--repetitions", type=int, default=1, help="runs per system and workload (median reported)")
+    parser.add_argument("--out", type=Path, help="report directory (default: reports/<date>-<host>)")
+    parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
+    parser.add_argument("--static-endpoint", help="an already running static-batching server")
+    parser.add_argument("--no-calibration", action="store_true", help="skip calibration (no predictions)")
+    parser.add_argument("--tokenizer", help="tokenizer directory when the endpoints' model is not local")
+    add_server_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.driver.endpoint import load_tokenizer, probe_endpoint
+    from harness.report.assemble import assemble_report
+    from harness.sweep import SweepTarget, calibrate, run_cells
+    from harness.workload import load_specs
+
+    began = time.monotonic()
+    specs = load_specs([name.strip() for name in args.workloads.split(",") if name.strip()])
+    if args.repetitions < 1:
+        raise UsageError(f"--repetitions must be at least 1, got {args.repetitions}")
+    out = args.out or Path("reports") / f"{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"report directory {out} is not empty: choose a new one")
+    runs_dir = out / "runs"
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+
+    def target_for(mode: str, endpoint: str | None, stack: contextlib.ExitStack) -> SweepTarget:
+        server_info, url = None, endpoint
+        if endpoint is None:
+            server = stack.enter_context(
+                start(
+                    mode,
+                    args.model,
+                    args.max_num_seqs,
+                    host=args.host,
+                    extra_args=args.vllm_arg,
+                    batch_wait_s=args.batch_wait_s,
+                    kv_cache_bytes=args.kv_cache_bytes,
+                    startup_timeout_s=args.startup_timeout_s,
+                    log_dir=out / "servers" / mode,
+                    progress=say,
+                )
+            )
+            url, server_info = server.base_url, asdict(server.info)
+        info = probe_endpoint(url, {}, None if endpoint else args.model)
+        return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
+
+    calibration = None
+    run_dirs: list[Path] = []
+    with contextlib.ExitStack() as stack:
+        target = target_for("continuous", args.endpoint, stack)
+        if not args.no_calibration:
+            calibration = calibrate(target, runs_dir, say)
+        cells = [(system, spec) for system in ("continuous", "naive") for spec in specs]
+        run_dirs += run_cells(target, cells, runs_dir, args.repetitions, say)
+    skipped = []
+    if args.endpoint and not args.static_endpoint:
+        skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
+    else:
+        with contextlib.ExitStack() as stack:
+            target = target_for("static", args.static_endpoint, stack)
+            run_dirs += run_cells(target, [("static", spec) for spec in specs], runs_dir, args.repetitions, say)
+    say("analysing and rendering the report")
+    paths = assemble_report(run_dirs, out, calibration, caveats=[*CAVEATS, *skipped])
+    minutes = (time.monotonic() - began) / 60
+    say(f"reproduction done in {minutes:.1f} min: {paths.markdown} and {paths.html}")
+    print(paths.html)
+    return 0

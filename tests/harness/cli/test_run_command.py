@@ -1,0 +1,155 @@
+"""`batchbench run` end to end against a real vLLM server (through the real CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
+from harness.workload import build_plan, load_spec
+
+pytestmark = pytest.mark.server
+
+WORKLOAD = """\
+name: small-spread
+description: twelve short requests with spread outputs, sent at once
+seed: 7
+num_requests: 12
+prompt_tokens: {kind: fixed, value: 16}
+output_tokens: {kind: choice, values: [8, 16, 40], order: cycle}
+arrival: {kind: burst}
+"""
+
+
+def batchbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def workload(tmp_path):
+    path = tmp_path / "small.yaml"
+    path.write_text(WORKLOAD)
+    return path
+
+
+def run_against(server, workload, out, *extra: str) -> subprocess.CompletedProcess:
+    return batchbench(
+        "run", "--workload", str(workload), "--endpoint", server.base_url, "--model", "tiny",
+        "--max-num-seqs", "4", "--out", str(out), *extra,
+    )
+
+
+def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
+    server = servers.get("continuous", 4)
+    out = tmp_path / "run"
+    result = run_against(server, workload, out)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    records = pq.read_table(out / "records.parquet")
+    assert records.schema.equals(RECORD_SCHEMA, check_metadata=False)
+    assert pq.read_table(out / "tokens.parquet").schema.equals(TOKEN_SCHEMA, check_metadata=False)
+    assert pq.read_table(out / "telemetry.parquet").schema.equals(TELEMETRY_SCHEMA, check_metadata=False)
+    rows = records.to_pandas()
+    assert rows.ok.all() and not rows.length_mismatch.any()
+    assert list(rows.completion_tokens) == [8, 16, 40] * 4 == list(rows.planned_output_tokens)
+    assert (rows.prompt_tokens == 16).all()
+    assert ((rows.sent_s < rows.first_token_s) & (rows.first_token_s <= rows.end_s)).all()
+    assert rows.lateness_s.notna().all() and (rows.lateness_s >= 0).all()
+
+    tokens = pd.read_parquet(out / "tokens.parquet")
+    assert len(tokens) == rows.completion_tokens.sum()
+    for request_id, group in tokens.groupby("request_id"):
+        assert group.t_s.is_monotonic_increasing
+        assert group.t_s.iloc[0] == rows.set_index("request_id").first_token_s[request_id]
+
+    telemetry = pd.read_parquet(out / "telemetry.parquet")
+    assert len(telemetry) >= 2 and telemetry.running.max() <= 4
+    assert telemetry.generation_tokens_total.iloc[-1] - telemetry.generation_tokens_total.iloc[0] >= 12 * 8
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["counts"] == {"planned": 12, "sent": 12, "ok": 12, "failed": 0, "length_mismatch": 0}
+    assert manifest["host"]["cores"] >= 1 and manifest["locust_version"]
+    assert (out / "plan.json").read_bytes() == build_plan(load_spec(workload)).to_json()
+    stats = (out / "locust" / "stats.csv").read_text()
+    assert ",TTFT," in stats and ",E2E," in stats
+
+
+def test_naive_waves_pad_and_wait_for_each_other(servers, workload, tmp_path):
+    server = servers.get("continuous", 4)
+    out = tmp_path / "naive"
+    result = run_against(server, workload, out, "--system", "naive")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = pd.read_parquet(out / "records.parquet")
+    assert list(rows.wave) == [0] * 4 + [1] * 4 + [2] * 4
+    # Waves of 4 over outputs cycling 8,16,40: every wave holds a 40, so every row asks for 40.
+    assert (rows.requested_output_tokens == 40).all() and (rows.completion_tokens == 40).all()
+    assert list(rows.planned_output_tokens) == [8, 16, 40] * 4
+    waves = rows.groupby("wave").agg(first_sent=("sent_s", "min"), last_end=("end_s", "max"))
+    assert (waves.first_sent.iloc[1:].to_numpy() >= waves.last_end.iloc[:-1].to_numpy()).all()
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("name: [unclosed\n", "small.yaml"),
+        (WORKLOAD.replace("kind: choice", "kind: zipf"), "output_tokens"),
+        (WORKLOAD.replace("value: 16", "value: 0"), "prompt_tokens"),
+        (WORKLOAD + "colour: blue\n", "colour"),
+    ],
+)
+def test_bad_workloads_are_one_line_usage_errors(tmp_path, content, fragment):
+    path = tmp_path / "small.yaml"
+    path.write_text(content)
+    result = batchbench("run", "--workload", str(path), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"))
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and fragment in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_unreachable_endpoint(workload, tmp_path):
+    result = batchbench("run", "--workload", str(workload), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"))
+    assert result.returncode == 2 and "cannot reach http://127.0.0.1:9" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_wrong_model_name(servers, workload, tmp_path):
+    server = servers.get("continuous", 4)
+    result = run_against(server, workload, tmp_path / "o", "--model", "gpt-17")
+    assert result.returncode == 2 and "model 'gpt-17' is not served" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
+    server = servers.get("continuous", 4)
+    path = tmp_path / "long.yaml"
+    path.write_text(WORKLOAD.replace("values: [8, 16, 40]", "values: [1500]").replace("num_requests: 12", "num_requests: 8"))
+    out = tmp_path / "dies"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
+         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 120
+    while not (out / "records.jsonl").exists() and not (out / "manifest.json").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)
+    os.killpg(server.pid, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=300)
+    servers.close()
+    assert process.returncode == 1, stderr[-2000:]
+    assert "Traceback" not in stderr and "requests failed" in stderr
+    rows = pd.read_parquet(out / "records.parquet")
+    assert len(rows) == 8 and (~rows.ok).sum() >= 4
+    assert (rows.loc[~rows.ok, "error"].str.len() > 0).all()
+    assert json.loads((out / "manifest.json").read_text())["complete"]

@@ -1,0 +1,68 @@
+"""The dispatcher's orders: open-loop schedule, closed loop, and naive wave barriers."""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+
+from harness.driver.dispatch import Dispatcher
+from harness.driver.work import NO_WAVE, WorkItem
+
+
+def item(i: int, wave: int = NO_WAVE, arrival: float | None = None) -> WorkItem:
+    return WorkItem(i, "p", 8, 10, 10, wave, arrival)
+
+
+def drive(dispatcher: Dispatcher, users: int, service_s) -> list[tuple[str, int, float]]:
+    """Simulated users: take an item, wait for its schedule, 'serve' it, repeat."""
+    log: list[tuple[str, int, float]] = []
+
+    def user() -> None:
+        while (work := dispatcher.next_item()) is not None:
+            dispatcher.wait_for_schedule(work)
+            log.append(("start", work.request_id, time.time()))
+            gevent.sleep(service_s(work))
+            log.append(("end", work.request_id, time.time()))
+            dispatcher.done(work)
+
+    greenlets = [gevent.spawn(user) for _ in range(users)]
+    dispatcher.open()
+    assert dispatcher.finished.wait(timeout=10)
+    gevent.joinall(greenlets, timeout=5)
+    return log
+
+
+def test_naive_waves_start_only_after_the_previous_wave_finished():
+    items = [item(i, wave=i // 2) for i in range(6)]
+    # Request 0 is slow: its wave-mate and the whole next wave must wait for it.
+    log = drive(Dispatcher(items), users=2, service_s=lambda w: 0.2 if w.request_id == 0 else 0.01)
+    end = {rid: t for kind, rid, t in log if kind == "end"}
+    start = {rid: t for kind, rid, t in log if kind == "start"}
+    assert min(start[2], start[3]) >= end[0]
+    assert min(start[4], start[5]) >= max(end[2], end[3])
+
+
+def test_open_loop_sends_at_the_planned_offsets():
+    items = [item(i, arrival=0.1 * i) for i in range(4)]
+    dispatcher = Dispatcher(items)
+    log = drive(dispatcher, users=4, service_s=lambda w: 0.01)
+    for kind, rid, t in log:
+        if kind == "start":
+            assert 0.1 * rid - 0.005 <= t - dispatcher.start_s <= 0.1 * rid + 0.05
+
+
+def test_closed_loop_keeps_at_most_users_in_flight_and_finishes_everything():
+    in_flight, peak = 0, 0
+    dispatcher = Dispatcher([item(i) for i in range(10)])
+    for kind, _, _ in sorted(drive(dispatcher, users=3, service_s=lambda w: 0.01), key=lambda e: e[2]):
+        in_flight += 1 if kind == "start" else -1
+        peak = max(peak, in_flight)
+    assert peak == 3
+    assert dispatcher.completed == 10
+
+
+def test_duration_stops_handing_out_work():
+    dispatcher = Dispatcher([item(i) for i in range(1000)], duration_s=0.2)
+    drive(dispatcher, users=2, service_s=lambda w: 0.02)
+    assert 10 <= dispatcher.completed <= 30

@@ -1,0 +1,42 @@
+"""Work items from a plan: exact lengths, naive padding to the wave maximum, user counts."""
+
+from __future__ import annotations
+
+from harness.driver.work import NO_WAVE, build_work, user_count
+from harness.workload.plan import PlannedRequest, RequestPlan
+
+
+def plan_of(outputs, arrival="burst", users=None):
+    requests = tuple(
+        PlannedRequest(index=i, prompt_tokens=8, output_tokens=n, arrival_s=None if arrival == "closed" else 0.5 * i)
+        for i, n in enumerate(outputs)
+    )
+    return RequestPlan(spec_name="t", seed=1, endpoint="completions", arrival=arrival, users=users, duration_s=None, requests=requests)
+
+
+def test_continuous_and_static_ask_for_exactly_the_plan():
+    plan = plan_of([100, 200, 300, 1000])
+    for system in ("continuous", "static"):
+        items = build_work(plan, ["p"] * 4, system, batch_size=2)
+        assert [i.requested_output_tokens for i in items] == [100, 200, 300, 1000]
+        assert [i.wave for i in items] == [NO_WAVE] * 4
+        assert [i.arrival_s for i in items] == [0.0, 0.5, 1.0, 1.5]
+
+
+def test_naive_pads_every_row_to_its_wave_maximum():
+    plan = plan_of([100, 200, 300, 1000, 50])
+    items = build_work(plan, ["p"] * 5, "naive", batch_size=2)
+    assert [i.wave for i in items] == [0, 0, 1, 1, 2]
+    assert [i.requested_output_tokens for i in items] == [200, 200, 1000, 1000, 50]
+    # Useful output stays the plan's.
+    assert [i.planned_output_tokens for i in items] == [100, 200, 300, 1000, 50]
+    assert all(i.arrival_s is None for i in items)
+
+
+def test_user_counts():
+    burst = plan_of([10] * 40)
+    assert user_count(burst, "continuous", 16, max_users=1024) == 40
+    assert user_count(burst, "continuous", 16, max_users=8) == 8
+    assert user_count(burst, "naive", 16, max_users=1024) == 16
+    closed = plan_of([10] * 40, arrival="closed", users=5)
+    assert user_count(closed, "static", 16, max_users=1024) == 5

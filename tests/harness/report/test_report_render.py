@@ -1,0 +1,227 @@
+"""Synthetic run directories -> load_run -> metrics -> gap table -> the written report."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.analysis.gap import GapEntry, gap_table, predict_for_run
+from harness.analysis.metrics import metrics_for_run
+from harness.analysis.rundir import load_run
+from harness.analysis.simulate import StepTimeModel, simulate
+from harness.errors import UsageError
+from harness.manifest import HostInfo, RunCounts, RunManifest
+from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
+from harness.report import ReportRun, render_report
+
+T0 = 1000.0
+PROMPT = 6
+STEP_S = 0.01  # every decode step 10 ms whatever the batch, so static and naive tie
+STEPS = StepTimeModel.from_points({1: STEP_S})
+HOST = HostInfo(hostname="bench-1", cpu="Test CPU", cores=2, memory_gib=8.0, python="3.12", platform="Linux")
+
+
+def write_run(root, name, system, workload, outputs, B, step_model=STEPS):
+    """A finished run dir whose timings follow the simulated schedule exactly.
+
+    Token k of request i arrives at the end of step admit_i + k; every request is sent
+    at T0; telemetry polls once per step with the step's active count.
+    """
+    schedule = simulate(system, np.array(outputs), B, step_model)
+    step_end = T0 + np.cumsum(schedule.step_duration_s)
+    records, tokens = [], []
+    for i, planned in enumerate(outputs):
+        steps = range(schedule.admit_step[i], schedule.end_step[i])
+        times = [float(step_end[s]) for s in steps]
+        tokens += [{"request_id": i, "token_index": k, "t_s": t} for k, t in enumerate(times)]
+        records.append({
+            "request_id": i, "worker": "w:1", "planned_prompt_tokens": PROMPT, "planned_output_tokens": planned,
+            "requested_output_tokens": len(times), "wave": -1, "scheduled_s": T0, "sent_s": T0, "lateness_s": 0.0,
+            "first_token_s": times[0], "end_s": times[-1], "prompt_tokens": PROMPT, "completion_tokens": len(times),
+            "status": 200, "error": "", "ok": True, "length_mismatch": False,
+        })
+    polls = [
+        {"t": float(t), "running": float(a), "waiting": 0.0, "kv_cache_usage": 0.0, "generation_tokens_total": 0.0,
+         "prompt_tokens_total": 0.0, "preemptions_total": 0.0}
+        for t, a in zip([T0, *step_end[:-1]], schedule.step_active)
+    ]
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(records, schema=RECORD_SCHEMA), run_dir / "records.parquet")
+    pq.write_table(pa.Table.from_pylist(tokens, schema=TOKEN_SCHEMA), run_dir / "tokens.parquet")
+    pq.write_table(pa.Table.from_pylist(polls, schema=TELEMETRY_SCHEMA), run_dir / "telemetry.parquet")
+    plan = {"requests": [{"index": i, "prompt_tokens": PROMPT, "output_tokens": n, "arrival_s": 0.0}
+                         for i, n in enumerate(outputs)]}
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    manifest = RunManifest(
+        run_id=name, system=system, workload=workload, plan_sha256="0" * 64, batch_size=B,
+        endpoint="http://127.0.0.1:8000", model="tiny-llama", server={"vllm_version": "0.32.0"},
+        harness_version="0.1.0", git_sha="abc123", locust_version="2.47.0", host=HOST, telemetry_interval_s=STEP_S,
+        started_at=T0, ended_at=float(step_end[-1]), counts=RunCounts(planned=len(outputs), sent=len(outputs),
+                                                                      ok=len(outputs)),
+        complete=True,
+    )
+    (run_dir / "manifest.json").write_text(manifest.model_dump_json())
+    return run_dir
+
+
+def cap_workload(cap):
+    return {"name": f"tiny-cap{cap}", "num_requests": 4, "prompt_tokens": {"kind": "fixed", "value": PROMPT},
+            "output_tokens": {"kind": "exponential", "mean": 128, "cap": cap}, "arrival": {"kind": "burst"},
+            "slo": {"ttft_ms": 50}}
+
+
+SEED_WORKLOAD = {"name": "seed", "num_requests": 4, "prompt_tokens": {"kind": "fixed", "value": PROMPT},
+                 "output_tokens": {"kind": "choice", "values": [100, 200, 300, 1000]}, "arrival": {"kind": "burst"}}
+# cap 4, B=2: static/naive run [1,4] then [2,4]: 8 steps; continuous r0 -> r2 -> r3 beside r1: 7 steps.
+# cap 8, B=2: static/naive [2,8] then [8,2]: 16 steps; continuous: 10 steps.
+OUTPUTS = {4: [1, 4, 2, 4], 8: [2, 8, 8, 2]}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    dirs = [write_run(root, f"{system}-cap{cap}", system, cap_workload(cap), outputs, 2)
+            for cap, outputs in OUTPUTS.items() for system in ("continuous", "static", "naive")]
+    dirs.append(write_run(root, "static-seed", "static", SEED_WORKLOAD, [100, 200, 300, 1000], 4,
+                          StepTimeModel.from_points({1: 0.001})))
+    runs = []
+    for path in dirs:
+        data = load_run(path)
+        step_model = STEPS if "cap" in path.name else StepTimeModel.from_points({1: 0.001})
+        predicted = predict_for_run(data.plan["requests"], data.manifest.batch_size, data.manifest.system, step_model)
+        runs.append(ReportRun(GapEntry.from_run(data, metrics_for_run(data), predicted), data))
+    table = gap_table([run.entry for run in runs])
+    extras = {"caveats": ["Tiny synthetic runs."], "calibration_points": {1: 0.010, 8: 0.014},
+              "prefill_s_per_token": 1e-4}
+    paths = render_report(runs, table, tmp_path_factory.mktemp("report"), extras)
+    return runs, table, paths
+
+
+def test_gap_table_from_run_dirs_matches_hand_numbers(sweep):
+    _, table, _ = sweep
+    assert table["level"].tolist() == [4, 8, "seed"]
+    # cap 4: (24 prompt + 11 useful) tokens over 0.07 s (continuous) and 0.08 s (static, naive).
+    assert table.loc[0, "continuous_total_tok_s"] == pytest.approx(35 / 0.07)
+    assert table.loc[0, "static_total_tok_s"] == pytest.approx(35 / 0.08)
+    assert table.loc[0, "naive_total_tok_s"] == pytest.approx(35 / 0.08)
+    assert table.loc[0, "naive_output_tok_s"] == pytest.approx(11 / 0.08)
+    # cap 8: 44 tokens over 0.10 s and 0.16 s.
+    assert table.loc[1, "continuous/static"] == pytest.approx(1.6)
+    assert table.loc[1, "static/naive"] == pytest.approx(1.0)
+    # Timings replay the schedule the prediction simulates, so they agree.
+    assert table.loc[1, "continuous_vs_predicted"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_report_files_and_self_contained_html(sweep):
+    _, _, paths = sweep
+    for path in (paths.markdown, paths.html, paths.summary, *paths.images):
+        assert path.is_file()
+    assert sorted(p.name for p in paths.images) == ["latency.png", "occupancy.png", "seed-slots.png", "throughput.png"]
+    page = paths.html.read_text()
+    assert page.count('<table id="gap-table"') == 1
+    sources = re.findall(r'<img src="([^"]*)"', page)
+    assert len(sources) == 4
+    for source in sources:
+        assert source.startswith("data:image/png;base64,")
+        assert base64.b64decode(source.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")
+    # Nothing else to fetch: the only src/href attributes are the data URIs.
+    assert len(re.findall(r"\b(?:src|href)=", page)) == 4
+    markdown = paths.markdown.read_text()
+    for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown):
+        assert (paths.markdown.parent / link).is_file()
+
+
+def test_report_sections_carry_the_numbers(sweep):
+    _, _, paths = sweep
+    page = paths.html.read_text()
+    # The gap table's cap-8 row: continuous 440 tok/s against static 275.
+    assert "<td>8</td><td>tiny-cap8</td><td>440</td><td>200</td><td>440</td>" in page
+    assert "1.60x" in page
+    # Published figures beside computed ones (physics and simulate).
+    assert "~4.8 ms</td><td>4.79 ms" in page
+    assert "~53 GB</td><td>52.9 GB" in page
+    assert "40%</td><td>40% (simulated)" in page
+    # The static seed run: (99+199+299+999) slot-seconds of 4 x 1.0 is 40% useful.
+    assert "40% of slot-time useful (static-seed, B=4)" in page
+    assert "OPT-13B on A100 40GB" in page
+    assert "Tiny synthetic runs." in page
+    # Calibration: a 8-sequence step costs 1.4x a single one here.
+    assert "costs 1.4x one of 1" in page
+
+
+def test_summary_json(sweep):
+    runs, _, paths = sweep
+    summary = json.loads(paths.summary.read_text())
+    assert summary["metadata"]["hosts"][0]["hostname"] == "bench-1"
+    assert summary["metadata"]["vllm_versions"] == ["0.32.0"]
+    assert summary["metadata"]["git_shas"] == ["abc123"]
+    assert summary["metadata"]["runs"] == len(runs) == 7
+    rows = {row["level"]: row for row in summary["gap_table"]}
+    assert rows[8]["continuous_total_tok_s"] == pytest.approx(440.0)
+    # No static run at "seed" besides the seed run itself: ratios there are null.
+    assert rows["seed"]["continuous/static"] is None
+    seed = next(run for run in summary["runs"] if run["run_id"] == "static-seed")
+    assert seed["metrics"]["useful_slot_time_fraction"] == pytest.approx(1596 / 4000)
+    assert seed["predicted"]["useful_fraction"] == pytest.approx(0.4)
+    assert "PASS: each system within 15% of its prediction (7 runs; worst" in " ".join(summary["acceptance"])
+    assert summary["calibration"]["points"] == {"1": 0.01, "8": 0.014}
+
+
+def test_bad_extras_and_unknown_occupancy_level_are_usage_errors(sweep, tmp_path):
+    runs, table, _ = sweep
+    with pytest.raises(UsageError, match="report extras: colour"):
+        render_report(runs, table, tmp_path, {"colour": "red"})
+    with pytest.raises(UsageError, match="occupancy_level"):
+        render_report(runs, table, tmp_path, {"occupancy_level": 512})
+
+
+# --- load_run refusals -----------------------------------------------------------------
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return write_run(tmp_path, "one", "continuous", cap_workload(4), OUTPUTS[4], 2)
+
+
+def test_load_run_reads_every_table(run_dir):
+    run = load_run(run_dir)
+    assert (len(run.records), len(run.tokens)) == (4, 11)
+    assert run.plan["requests"][1]["output_tokens"] == 4
+    assert run.calibration is None
+
+
+def test_load_run_refuses_a_dir_without_manifest(tmp_path):
+    with pytest.raises(UsageError, match=f"{re.escape(str(tmp_path))}: not a run directory"):
+        load_run(tmp_path)
+
+
+def test_load_run_refuses_an_unfinished_run(run_dir):
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "complete": False}))
+    with pytest.raises(UsageError, match=f"{re.escape(str(run_dir))}: run did not finish"):
+        load_run(run_dir)
+
+
+def test_load_run_refuses_a_missing_table(run_dir):
+    (run_dir / "tokens.parquet").unlink()
+    with pytest.raises(UsageError, match="tokens.parquet: missing"):
+        load_run(run_dir)
+
+
+def test_load_run_refuses_a_table_without_its_columns(run_dir):
+    pq.write_table(pa.table({"t": [1.0]}), run_dir / "telemetry.parquet")
+    with pytest.raises(UsageError, match="telemetry.parquet: missing columns running, waiting"):
+        load_run(run_dir)
+
+
+def test_load_run_refuses_a_bad_manifest(run_dir):
+    (run_dir / "manifest.json").write_text('{"run_id": "one"}')
+    with pytest.raises(UsageError, match="manifest.json: .*system"):
+        load_run(run_dir)
