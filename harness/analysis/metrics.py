@@ -28,7 +28,10 @@ Pure functions over the tables of harness/records.py; no I/O. The definitions:
   their share of all requests sent, failed ones included. With no SLO set every ok
   request counts.
 - Mean occupancy: `running` / B from telemetry, each poll's value held until the next
-  poll, time-weighted over the part of the window the polls cover.
+  poll but for at most `HOLD_POLLS` polling intervals, time-weighted over the part of
+  the window the polls cover. Under load vLLM's API server can answer /metrics seconds
+  late; holding one value across such a gap would invent seconds of occupancy, so a
+  longer gap counts as unknown (left out of the mean, a break in the plot).
 - Useful slot-time fraction: sum over ok requests of (last useful token time - first
   token time) / (B x makespan): the share of the B x makespan slot-seconds spent
   producing wanted tokens. The client cannot count decode steps (coalescing hides
@@ -126,14 +129,19 @@ class RunMetrics:
         return flat
 
 
+# A poll stands for the server's state this many polling intervals at most.
+HOLD_POLLS = 4
+
+
 def compute_run_metrics(
     records: pd.DataFrame,
     tokens: pd.DataFrame,
     telemetry: pd.DataFrame,
     batch_size: int,
     slo: Slo | None = None,
+    telemetry_interval_s: float | None = None,
 ) -> RunMetrics:
-    """All metrics of one run from its three tables, its B and its SLOs."""
+    """All metrics of one run from its three tables, its B, its SLOs and its polling interval."""
     slo = slo or Slo()
     requests = request_table(records, tokens)
     start, end = makespan_window(records)
@@ -165,7 +173,7 @@ def compute_run_metrics(
         slo_met=met,
         slo_met_fraction=met / len(records) if len(records) else math.nan,
         goodput_req_s=_rate(met, makespan),
-        mean_occupancy=mean_occupancy(telemetry, batch_size, start, end),
+        mean_occupancy=mean_occupancy(telemetry, batch_size, start, end, max_hold_s(telemetry_interval_s)),
         useful_slot_time_fraction=useful_slot_time_fraction(requests, batch_size, makespan),
         lateness_s=Distribution.of(records["lateness_s"]),
     )
@@ -174,7 +182,14 @@ def compute_run_metrics(
 def metrics_for_run(run: RunData) -> RunMetrics:
     """`compute_run_metrics` with B and the SLOs taken from the run's manifest."""
     slo = Slo.model_validate(run.manifest.workload.get("slo") or {})
-    return compute_run_metrics(run.records, run.tokens, run.telemetry, run.manifest.batch_size, slo)
+    return compute_run_metrics(
+        run.records, run.tokens, run.telemetry, run.manifest.batch_size, slo, run.manifest.telemetry_interval_s
+    )
+
+
+def max_hold_s(telemetry_interval_s: float | None) -> float:
+    """How long one poll's value may stand for the server's state (unbounded if unknown)."""
+    return math.inf if telemetry_interval_s is None else HOLD_POLLS * telemetry_interval_s
 
 
 def makespan_window(records: pd.DataFrame) -> tuple[float, float]:
@@ -254,7 +269,9 @@ def slo_met_mask(requests: pd.DataFrame, slo: Slo) -> np.ndarray:
     return met
 
 
-def mean_occupancy(telemetry: pd.DataFrame, batch_size: int, start_s: float, end_s: float) -> float:
+def mean_occupancy(
+    telemetry: pd.DataFrame, batch_size: int, start_s: float, end_s: float, max_hold_s: float = math.inf
+) -> float:
     """Time-weighted mean of running / B over [start_s, end_s]; NaN when no poll covers it."""
     if telemetry.empty:
         return math.nan
@@ -263,7 +280,7 @@ def mean_occupancy(telemetry: pd.DataFrame, batch_size: int, start_s: float, end
     running = polls["running"].to_numpy(dtype=float)
     # Each poll's value holds from its time until the next poll (the last one until end_s).
     begins = np.clip(t, start_s, end_s)
-    ends = np.clip(np.append(t[1:], end_s), start_s, end_s)
+    ends = np.clip(np.minimum(np.append(t[1:], end_s), t + max_hold_s), start_s, end_s)
     held = ends - begins
     covered = held.sum()
     if not covered > 0:
@@ -271,11 +288,15 @@ def mean_occupancy(telemetry: pd.DataFrame, batch_size: int, start_s: float, end
     return float((running * held).sum() / (covered * batch_size))
 
 
-def occupancy_series(telemetry: pd.DataFrame, batch_size: int, start_s: float, end_s: float) -> pd.DataFrame:
+def occupancy_series(
+    telemetry: pd.DataFrame, batch_size: int, start_s: float, end_s: float, max_hold_s: float = math.inf
+) -> pd.DataFrame:
     """running / B against seconds since start_s, for a step plot of the window.
 
     Keeps the polls inside the window, plus the last poll before it (moved to 0), whose
     value holds at the window's start, and closes with that last value at the window's end.
+    Where two polls are more than `max_hold_s` apart, a NaN point at the end of the
+    hold breaks the line: the state in between is unknown.
     """
     polls = telemetry.sort_values("t")
     before = polls.loc[polls["t"] < start_s].tail(1)
@@ -285,6 +306,9 @@ def occupancy_series(telemetry: pd.DataFrame, batch_size: int, start_s: float, e
     occupancy = kept["running"].to_numpy(dtype=float) / batch_size
     if t.size and t[-1] < end_s - start_s:
         t, occupancy = np.append(t, end_s - start_s), np.append(occupancy, occupancy[-1])
+    gaps = np.flatnonzero(np.diff(t) > max_hold_s)
+    t = np.insert(t, gaps + 1, t[gaps] + max_hold_s)
+    occupancy = np.insert(occupancy, gaps + 1, np.nan)
     return pd.DataFrame({"t_s": t, "occupancy": occupancy})
 
 

@@ -38,6 +38,15 @@ CAVEATS = (
     " when the previous one has drained. Finished rows stop costing compute but their slots stay empty.",
     "Client and server share two cores: the load driver's own CPU time slows the server a little, the same for"
     " every system.",
+    "Predictions use a step-time curve calibrated at short contexts (64-token prompts, 128-token outputs), but a"
+    " decode step's attention reads every earlier token of every sequence. Padded naive rows decode out to their"
+    " wave's longest output, up to 1536 tokens. So naive and long-output runs measure slower than predicted:"
+    " their median TPOT is above the calibrated step time at batch 16. The simulator knows batch size, not context"
+    " length.",
+    "On the CPU default, vLLM's API server shares one core with the engine. With 64 streams open it coalesces"
+    " tokens into fewer chunks (per-token timestamps then repeat; TPOT and ITL medians can fall near zero for"
+    " short requests), and it answers /metrics late, so telemetry has gaps of seconds. Throughput, which is"
+    " tokens per makespan, is not affected; the occupancy plot is coarser where the gaps are.",
 )
 
 

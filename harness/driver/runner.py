@@ -6,6 +6,7 @@ Runs inside a gevent-patched process (Locust patches on import).
 from __future__ import annotations
 
 import csv
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +33,9 @@ from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, h
 from harness.records import MANIFEST_FILE, PLAN_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
 from harness.telemetry import TelemetrySampler
 from harness.workload import WorkloadSpec, build_plan, make_prompts
+
+# Spawning every user at once is what an open-loop burst needs; Locust warns about it.
+logging.getLogger("locust.runners").setLevel(logging.ERROR)
 
 # Prompts checked against the server's own /tokenize (the rest trust the same tokenizer).
 VERIFIED_PROMPTS = 8

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.analysis import physics
 from harness.analysis.gap import GapEntry, check_acceptance
-from harness.analysis.metrics import makespan_window, occupancy_series, request_table
+from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
 from harness.analysis.rundir import RunData
 from harness.analysis.simulate import SYSTEMS, StepTimeModel, SystemName, simulate
 from harness.errors import UsageError
@@ -369,7 +369,8 @@ def _occupancy_section(runs: Sequence[ReportRun], requested: int | str | None) -
         if run.entry.level != level or run.entry.system not in ("static", "continuous"):
             continue
         start, end = makespan_window(run.data.records)
-        frame = occupancy_series(run.data.telemetry, run.data.manifest.batch_size, start, end)
+        hold = max_hold_s(run.data.manifest.telemetry_interval_s)
+        frame = occupancy_series(run.data.telemetry, run.data.manifest.batch_size, start, end, hold)
         if not frame.empty:
             series[run.entry.system] = frame
             means.append(f"{run.entry.system} {_pct(run.entry.metrics.mean_occupancy)}")

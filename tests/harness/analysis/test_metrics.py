@@ -241,3 +241,14 @@ def test_distribution_of_empty_and_nan():
     empty = Distribution.of([math.nan])
     assert empty.count == 0 and math.isnan(empty.mean)
     assert Distribution.of(np.array([1.0, 2.0, 3.0, 4.0, 5.0])).p90 == pytest.approx(4.6)
+
+
+def test_a_poll_stands_for_at_most_its_hold_time():
+    # Polls at 100 (2 running) and 103 (0), window [100, 104], B=2, hold 1 s: 2 running
+    # over [100, 101], unknown over (101, 103), 0 over [103, 104] -> 2 seq-s / 2 s / 2.
+    polls = pd.DataFrame({"t": [100.0, 103.0], "running": [2.0, 0.0]})
+    assert mean_occupancy(polls, 2, 100.0, 104.0, max_hold_s=1.0) == pytest.approx(0.5)
+    assert mean_occupancy(polls, 2, 100.0, 104.0) == pytest.approx(0.75)
+    series = occupancy_series(polls, 2, 100.0, 104.0, max_hold_s=1.0)
+    assert series["t_s"].tolist() == [0.0, 1.0, 3.0, 4.0]
+    assert series["occupancy"].tolist()[0] == 1.0 and math.isnan(series["occupancy"].tolist()[1])

@@ -225,3 +225,45 @@ def test_load_run_refuses_a_bad_manifest(run_dir):
     (run_dir / "manifest.json").write_text('{"run_id": "one"}')
     with pytest.raises(UsageError, match="manifest.json: .*system"):
         load_run(run_dir)
+
+
+# The report as a person sees it: report.html in headless Chromium (Debian's chromium,
+# installed here if missing). A probe script reports through the document title.
+CHROMIUM_PROBE = """<script>window.addEventListener('load', () => {
+  const images = [...document.images];
+  document.title = JSON.stringify({images: images.length,
+    loaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
+    gapRows: document.querySelectorAll('#gap-table tr').length});
+});</script></body>"""
+
+
+def chromium() -> str:
+    import shutil
+    import subprocess
+
+    if shutil.which("chromium") is None:
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, timeout=900)
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail("chromium is not installed and apt-get could not install it")
+    return path
+
+
+def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sweep, tmp_path):
+    import subprocess
+
+    _, _, paths = sweep
+    probed = tmp_path / "report.html"
+    probed.write_text(paths.html.read_text().replace("</body>", CHROMIUM_PROBE))
+    result = subprocess.run(
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    title = result.stdout.split("<title>", 1)[1].split("</title>", 1)[0].replace("&quot;", '"')
+    seen = json.loads(title)
+    assert seen["images"] == 4 and seen["loaded"] == 4, seen
+    assert seen["gapRows"] >= 4, seen
