@@ -47,12 +47,18 @@ def client_cpu_s() -> float:
     return times.children_user + times.children_system
 
 
+# Our driver polls /metrics (each poll costs vLLM's API server CPU); --telemetry-interval-s
+# 1000 effectively turns that off, to measure what it costs.
+TELEMETRY_INTERVAL_S = "0.25"
+
+
 def ours(base_url: str, scratch: Path, rep: int) -> dict[str, float]:
     out = scratch / f"ours-{rep}"
     cpu = client_cpu_s()
     subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--workload", WORKLOAD, "--endpoint", base_url,
-         "--model", "tiny", "--max-num-seqs", str(CONCURRENCY), "--out", str(out), "--no-warmup"],
+         "--model", "tiny", "--max-num-seqs", str(CONCURRENCY), "--out", str(out), "--no-warmup",
+         "--telemetry-interval-s", TELEMETRY_INTERVAL_S],
         check=True, capture_output=True, text=True,
     )
     cpu = client_cpu_s() - cpu
@@ -117,13 +123,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--endpoint", help="a running server serving 'tiny' (default: launch one)")
+    parser.add_argument("--telemetry-interval-s", default="0.25", help="our driver's /metrics polling")
+    parser.add_argument("--result", default="compare_vllm_bench.json", help="file name under benchmarks/results/")
     args = parser.parse_args()
+    global TELEMETRY_INTERVAL_S  # noqa: PLW0603 - one knob for the whole script
+    TELEMETRY_INTERVAL_S = args.telemetry_interval_s
     if args.endpoint:
         report = compare(args.endpoint, args.reps)
     else:
         with start("continuous", "tiny", CONCURRENCY) as server:
             report = compare(server.base_url, args.reps)
-    out = ROOT / "benchmarks" / "results" / "compare_vllm_bench.json"
+    report["telemetry_interval_s"] = float(TELEMETRY_INTERVAL_S)
+    out = ROOT / "benchmarks" / "results" / args.result
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     print(f"\n{'metric':28} {'ours':>10} {'vllm bench':>11} {'diff':>8}")

@@ -15,9 +15,8 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
-from harness.cli.serve import add_server_arguments
+from harness.cli.serve import add_server_arguments, start_from_args
 from harness.errors import UsageError
-from launchers import start
 
 CPU_WORKLOADS = (
     "cpu-anyscale-cap32",
@@ -84,20 +83,7 @@ def run(args: argparse.Namespace) -> int:
     def target_for(mode: str, endpoint: str | None, stack: contextlib.ExitStack) -> SweepTarget:
         server_info, url = None, endpoint
         if endpoint is None:
-            server = stack.enter_context(
-                start(
-                    mode,
-                    args.model,
-                    args.max_num_seqs,
-                    host=args.host,
-                    extra_args=args.vllm_arg,
-                    batch_wait_s=args.batch_wait_s,
-                    kv_cache_bytes=args.kv_cache_bytes,
-                    startup_timeout_s=args.startup_timeout_s,
-                    log_dir=out / "servers" / mode,
-                    progress=say,
-                )
-            )
+            server = stack.enter_context(start_from_args(args, mode, log_dir=out / "servers" / mode, progress=say))
             url, server_info = server.base_url, asdict(server.info)
         info = probe_endpoint(url, {}, None if endpoint else args.model)
         return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)

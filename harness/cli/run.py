@@ -9,9 +9,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from harness.cli.serve import add_server_arguments
+from harness.cli.serve import add_server_arguments, start_from_args
 from harness.errors import UsageError
-from launchers import MODES, start
+from launchers import MODES
 
 SYSTEMS = ("continuous", "static", "naive")
 
@@ -55,17 +55,7 @@ def run(args: argparse.Namespace) -> int:
         server_info = None
         if args.launch:
             server = stack.enter_context(
-                start(
-                    args.launch,
-                    args.model,
-                    args.max_num_seqs,
-                    host=args.host,
-                    extra_args=args.vllm_arg,
-                    batch_wait_s=args.batch_wait_s,
-                    kv_cache_bytes=args.kv_cache_bytes,
-                    startup_timeout_s=args.startup_timeout_s,
-                    log_dir=args.out.parent / f".{args.out.name}-server",
-                )
+                start_from_args(args, args.launch, log_dir=args.out.parent / f".{args.out.name}-server")
             )
             base_url, model, server_info = server.base_url, server.served_model, asdict(server.info)
         else:

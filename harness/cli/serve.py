@@ -20,6 +20,23 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vllm-arg", action="append", default=[], metavar="ARG", help="extra vLLM argument (repeatable)")
 
 
+def start_from_args(args: argparse.Namespace, mode: str, log_dir=None, port: int | None = None, progress=None):
+    """Start a server from the options `add_server_arguments` defined."""
+    return start(
+        mode,
+        args.model,
+        args.max_num_seqs,
+        port=port,
+        host=args.host,
+        extra_args=args.vllm_arg,
+        batch_wait_s=args.batch_wait_s,
+        kv_cache_bytes=args.kv_cache_bytes,
+        startup_timeout_s=args.startup_timeout_s,
+        log_dir=log_dir,
+        progress=progress,
+    )
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("serve", help="run a vLLM server (continuous or static) until Ctrl-C")
     parser.add_argument("--mode", required=True, help=f"one of {', '.join(MODES)}")
@@ -31,17 +48,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     # SIGTERM ends the foreground server as cleanly as Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with start(
-        args.mode,
-        args.model,
-        args.max_num_seqs,
-        port=args.port,
-        host=args.host,
-        extra_args=args.vllm_arg,
-        batch_wait_s=args.batch_wait_s,
-        kv_cache_bytes=args.kv_cache_bytes,
-        startup_timeout_s=args.startup_timeout_s,
-    ) as server:
+    with start_from_args(args, args.mode, port=args.port) as server:
         print(f"serving {server.served_model} ({args.mode}, max-num-seqs {args.max_num_seqs}) at {server.base_url}", flush=True)
         print(f"log: {server.log_path}  (Ctrl-C to stop)", flush=True)
         try:
