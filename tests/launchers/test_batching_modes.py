@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from harness.telemetry import TelemetrySampler
+from harness.telemetry import TelemetrySampler, parse_metrics
 
 pytestmark = pytest.mark.server
 
@@ -37,11 +37,24 @@ def run_scenario(server, streamer, threaded, stream_result):
             while not all(m.first_token for m in members) and time.time() < deadline:
                 time.sleep(0.01)
             assert all(m.first_token for m in members), "the four members never started"
+            # The full batch lasts ~20 steps: read the gauge right now rather than hope a
+            # background poll lands in that window.
+            full = read_running_until(client, 4, deadline=time.time() + 0.5)
             fifth = streamer(client, server.served_model, "ga ge gi", FIFTH_TOKENS)
             for thread in threads:
                 thread.join(timeout=120)
             time.sleep(0.1)
-    return members, fifth, sampler.samples
+    return members, fifth, sorted(sampler.samples + full, key=lambda sample: sample.t)
+
+
+def read_running_until(client: httpx.Client, wanted: float, deadline: float) -> list:
+    """Poll /metrics back to back until `running` reads `wanted` or the deadline passes."""
+    seen = []
+    while time.time() < deadline:
+        seen.append(parse_metrics(client.get("/metrics").text, time.time()))
+        if seen[-1].running == wanted:
+            break
+    return seen
 
 
 def test_static_mode_holds_the_fifth_request_until_the_batch_drains(servers, streamer, threaded, stream_result):
