@@ -66,6 +66,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
+    from harness.driver.runner import require_new_dir
     from harness.report.assemble import assemble_report
     from harness.sweep import SweepTarget, calibrate, run_cells
     from harness.workload import load_specs
@@ -75,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repetitions < 1:
         raise UsageError(f"--repetitions must be at least 1, got {args.repetitions}")
     out = args.out or Path("reports") / f"{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"report directory {out} is not empty: choose a new one")
+    require_new_dir(out, "report directory")
     runs_dir = out / "runs"
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 

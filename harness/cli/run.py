@@ -41,7 +41,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
-    from harness.driver.runner import RunRequest, execute
+    from harness.driver.runner import RunRequest, execute, require_new_dir
     from harness.workload import load_spec
 
     spec = load_spec(args.workload)
@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     headers = _headers(args.api_key_env)
     if args.telemetry_interval_s <= 0:
         raise UsageError(f"--telemetry-interval-s must be positive, got {args.telemetry_interval_s}")
-    if args.out.exists() and any(args.out.iterdir()):
-        raise UsageError(f"output directory {args.out} is not empty: choose a new one (runs are never overwritten)")
+    # Checked before a server is started, not only when the run begins.
+    require_new_dir(args.out)
     with contextlib.ExitStack() as stack:
         server_info = None
         if args.launch:

@@ -71,10 +71,15 @@ class RunOutcome:
     output_tokens_per_s: float
 
 
+def require_new_dir(directory: Path, what: str = "output directory") -> None:
+    """Refuse a directory that already holds something: runs and reports are never overwritten."""
+    if directory.exists() and any(directory.iterdir()):
+        raise UsageError(f"{what} {directory} is not empty: choose a new one (runs are never overwritten)")
+
+
 def prepare_out_dir(out_dir: Path) -> None:
     """Refuse to write over an earlier run (nothing lost); create the directory."""
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise UsageError(f"output directory {out_dir} is not empty: choose a new one (runs are never overwritten)")
+    require_new_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
