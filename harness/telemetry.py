@@ -100,7 +100,7 @@ class TelemetrySampler:
         return self
 
     def stop(self) -> list[TelemetrySample]:
-        """Stop polling and return every sample taken."""
+        """Take a last poll, stop, and return every sample taken."""
         self._stop.set()
         self._thread.join()
         return self.samples
@@ -114,16 +114,22 @@ class TelemetrySampler:
     def _loop(self) -> None:
         with self._client as client:
             next_poll = time.monotonic()
-            while not self._stop.is_set():
-                try:
-                    response = client.get(f"{self.base_url}/metrics")
-                    response.raise_for_status()
-                    self.samples.append(parse_metrics(response.text, time.time()))
-                except (httpx.HTTPError, ValueError):
-                    self.errors += 1
+            while True:
+                self._poll(client)
                 self._first_poll.set()
+                # The poll after stop() covers the run's end, as the first covers its start.
+                if self._stop.is_set():
+                    break
                 next_poll += self.interval_s
                 self._stop.wait(max(0.0, next_poll - time.monotonic()))
+
+    def _poll(self, client: httpx.Client) -> None:
+        try:
+            response = client.get(f"{self.base_url}/metrics")
+            response.raise_for_status()
+            self.samples.append(parse_metrics(response.text, time.time()))
+        except (httpx.HTTPError, ValueError):
+            self.errors += 1
 
     def as_rows(self) -> list[dict[str, float]]:
         """Samples as plain dicts (one per poll), columns as in TELEMETRY_COLUMNS."""

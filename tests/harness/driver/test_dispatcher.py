@@ -49,7 +49,8 @@ def test_open_loop_sends_at_the_planned_offsets():
     log = drive(dispatcher, users=4, service_s=lambda w: 0.01)
     for kind, rid, t in log:
         if kind == "start":
-            assert 0.1 * rid - 0.005 <= t - dispatcher.start_s <= 0.1 * rid + 0.05
+            # Never early; late by less than the spacing (a loaded machine adds ms, not slots).
+            assert 0.1 * rid - 0.005 <= t - dispatcher.start_s < 0.1 * (rid + 1)
 
 
 def test_closed_loop_keeps_at_most_users_in_flight_and_finishes_everything():
