@@ -12,8 +12,11 @@ from gevent import monkey
 monkey.patch_all()
 
 import argparse  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
+
+import gevent  # noqa: E402
 
 from harness.cli import analyze, prepare_model, reproduce, run, serve  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
@@ -36,8 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt_main() -> None:
+    gevent.get_hub().parent.throw(KeyboardInterrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `batchbench` console script."""
+    # Ctrl-C and SIGTERM (kill, a CI timeout) unwind the main greenlet, so launched servers
+    # are stopped and records kept. Python's own handler would raise wherever the signal
+    # lands, often inside a Locust user, which dies alone with a traceback.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        gevent.signal_handler(signum, _interrupt_main)
     try:
         args = build_parser().parse_args(argv)
         return args.handler(args)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import time
 
 from launchers import MODES, start
@@ -46,8 +45,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # SIGTERM ends the foreground server as cleanly as Ctrl-C does.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with start_from_args(args, args.mode, port=args.port) as server:
         print(f"serving {server.served_model} ({args.mode}, max-num-seqs {args.max_num_seqs}) at {server.base_url}", flush=True)
         print(f"log: {server.log_path}  (Ctrl-C to stop)", flush=True)

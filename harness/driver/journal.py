@@ -1,7 +1,8 @@
 """Crash-safe recording of a run: JSON lines while it goes, parquet at the end.
 
 Rows are appended to `records.jsonl` / `tokens.jsonl` and flushed to disk at least
-every `flush_interval_s`, so a crash loses only the requests still in flight.
+every `flush_interval_s` (on the next `add`, or by the runner's periodic `flush`), so
+a crash loses only the requests still in flight.
 `finalize()` converts the journals to the parquet tables of harness.records and
 removes them.
 """
@@ -50,6 +51,8 @@ class RunJournal:
             records, self._records = self._records, []
             tokens, self._tokens = self._tokens, []
             self._last_flush = time.monotonic()
+        if not records:
+            return
         for path, lines in ((self.records_path, records), (self.tokens_path, tokens)):
             with path.open("a") as handle:
                 handle.writelines(line + "\n" for line in lines)

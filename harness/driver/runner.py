@@ -150,9 +150,18 @@ def execute(request: RunRequest) -> RunOutcome:
     manifest.started_at = started
     say(f"{request.system}: {len(items)} requests, {users} users, B={request.batch_size}")
     reporter = gevent.spawn(_report_progress, dispatcher, context, started, say)
-    dispatcher.finished.wait()
+    # A request that finishes during a long lull must reach the disk too.
+    flusher = gevent.spawn(_flush_periodically, journal)
+    try:
+        dispatcher.finished.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: keep what was measured, mark the run incomplete, then unwind.
+        interrupted = True
+    else:
+        interrupted = False
     ended = time.time()
     reporter.kill()
+    flusher.kill()
     runner.quit()
     client.close()
     samples = sampler.stop()
@@ -168,8 +177,11 @@ def execute(request: RunRequest) -> RunOutcome:
         failed=sum(not r["ok"] for r in records),
         length_mismatch=sum(r["length_mismatch"] for r in records),
     )
-    manifest.ended_at, manifest.counts, manifest.complete = ended, counts, True
+    manifest.ended_at, manifest.counts, manifest.complete = ended, counts, not interrupted
     write_manifest(manifest, request.out_dir)
+    if interrupted:
+        say(f"interrupted: kept {records_written} finished requests in {request.out_dir} (marked incomplete)")
+        raise KeyboardInterrupt
     duration = ended - started
     rate = context.generated_tokens / duration if duration > 0 else 0.0
     say(
@@ -192,6 +204,12 @@ def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:
                 f"request {planned.index}: the server counts {counted} prompt tokens, the plan wants"
                 f" {planned.prompt_tokens}: is --tokenizer the served model's?"
             )
+
+
+def _flush_periodically(journal: RunJournal) -> None:
+    while True:
+        gevent.sleep(journal.flush_interval_s)
+        journal.flush()
 
 
 def _report_progress(dispatcher: Dispatcher, context: DriverContext, started: float, say) -> None:

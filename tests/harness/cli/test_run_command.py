@@ -10,6 +10,7 @@ import sys
 import time
 
 import pandas as pd
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
@@ -153,3 +154,34 @@ def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
     assert len(rows) == 8 and (~rows.ok).sum() >= 4
     assert (rows.loc[~rows.ok, "error"].str.len() > 0).all()
     assert json.loads((out / "manifest.json").read_text())["complete"]
+
+
+def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers, tmp_path):
+    servers.close()  # this run launches its own server; two would share the cores
+    path = tmp_path / "long.yaml"
+    path.write_text(WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1500]").replace("num_requests: 12", "num_requests: 16"))
+    out = tmp_path / "terminated"
+    before = {p.pid for p in psutil.process_iter()}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--launch", "continuous",
+         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    # The first 8-token requests finish at once and reach the journal within a second;
+    # the 1500-token ones stream for several seconds more.
+    deadline = time.time() + 300
+    while not (out / "records.jsonl").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
+    assert not json.loads((out / "manifest.json").read_text())["complete"]
+    rows = pd.read_parquet(out / "records.parquet")
+    assert 1 <= len(rows) < 16 and rows.ok.all()

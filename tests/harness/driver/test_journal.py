@@ -45,3 +45,13 @@ def test_finalize_writes_the_documented_schema_sorted_and_expands_tokens(tmp_pat
     assert records.column("request_id").to_pylist() == [0, 1]
     assert tokens.to_pydict() == {"request_id": [1, 1, 1], "token_index": [0, 1, 2], "t_s": [20.0, 20.5, 20.5]}
     assert not journal.records_path.exists() and not journal.tokens_path.exists()
+
+
+def test_flush_writes_buffered_rows_and_nothing_when_there_are_none(tmp_path):
+    journal = RunJournal(tmp_path, flush_interval_s=60)
+    journal.flush()
+    assert not journal.records_path.exists()
+    journal.add(record(0), [10.1, 10.2, 10.3])
+    assert read_journal(journal.records_path) == []  # buffered: the interval has not passed
+    journal.flush()
+    assert [row["request_id"] for row in read_journal(journal.records_path)] == [0]
