@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import httpx
@@ -64,15 +65,24 @@ def _wanted_lines(text: str) -> str:
     return "\n".join(kept) + "\n"
 
 
+def sum_series(text: str, series: Mapping[str, str]) -> dict[str, float]:
+    """Each wanted sample of an exposition, summed over its label sets (engines, models).
+
+    `series` maps a sample name (e.g. `vllm:request_queue_time_seconds_sum`) to the key
+    it is returned under; a sample absent from the text reads 0.
+    """
+    values = dict.fromkeys(series.values(), 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = series.get(sample.name)
+            if key is not None:
+                values[key] += sample.value
+    return values
+
+
 def parse_metrics(text: str, t: float) -> TelemetrySample:
     """Pick the vLLM gauges and counters we track out of a Prometheus text exposition."""
-    values = dict.fromkeys(_WANTED.values(), 0.0)
-    for family in text_string_to_metric_families(_wanted_lines(text)):
-        for sample in family.samples:
-            column = _WANTED.get(sample.name)
-            if column is not None:
-                values[column] += sample.value
-    return TelemetrySample(t=t, **values)
+    return TelemetrySample(t=t, **sum_series(_wanted_lines(text), _WANTED))
 
 
 class TelemetrySampler:

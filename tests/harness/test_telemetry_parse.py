@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.telemetry import TELEMETRY_COLUMNS, parse_metrics
+from harness.telemetry import TELEMETRY_COLUMNS, parse_metrics, sum_series
 from harness.records import TELEMETRY_SCHEMA
 
 EXPOSITION = """\
@@ -42,3 +42,19 @@ def test_values_are_summed_over_engines_and_unrelated_families_ignored():
 
 def test_telemetry_schema_matches_the_sampler():
     assert tuple(TELEMETRY_SCHEMA.names) == TELEMETRY_COLUMNS
+
+
+def test_sum_series_adds_histogram_sums_over_engines_and_reads_absent_ones_as_zero():
+    text = """\
+# TYPE vllm:request_queue_time_seconds histogram
+vllm:request_queue_time_seconds_sum{engine="0",model_name="tiny"} 1.5
+vllm:request_queue_time_seconds_count{engine="0",model_name="tiny"} 3.0
+vllm:request_queue_time_seconds_sum{engine="1",model_name="tiny"} 0.25
+vllm:request_queue_time_seconds_count{engine="1",model_name="tiny"} 1.0
+"""
+    series = {
+        "vllm:request_queue_time_seconds_sum": "queued_s",
+        "vllm:request_queue_time_seconds_count": "queued",
+        "vllm:inter_token_latency_seconds_sum": "itl_s",
+    }
+    assert sum_series(text, series) == {"queued_s": 1.75, "queued": 4.0, "itl_s": 0.0}

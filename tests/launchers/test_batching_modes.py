@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from harness.telemetry import TelemetrySample, TelemetrySampler, parse_metrics
+from harness.telemetry import TelemetrySample, TelemetrySampler, parse_metrics, sum_series
 
 pytestmark = pytest.mark.server
 
@@ -123,12 +122,7 @@ class EngineTimes:
 
     @classmethod
     def read(cls, client: httpx.Client) -> EngineTimes:
-        totals = dict.fromkeys(_ENGINE_SERIES.values(), 0.0)
-        for family in text_string_to_metric_families(client.get("/metrics").text):
-            for sample in family.samples:
-                if sample.name in _ENGINE_SERIES:
-                    totals[_ENGINE_SERIES[sample.name]] += sample.value
-        return cls(**totals)
+        return cls(**sum_series(client.get("/metrics").text, _ENGINE_SERIES))
 
     def __sub__(self, earlier: EngineTimes) -> EngineTimes:
         return EngineTimes(
