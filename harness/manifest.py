@@ -43,6 +43,17 @@ class RunCounts(BaseModel):
     length_mismatch: int = Field(0, description="ok requests whose completion length differs from the request")
 
 
+class ClientHealth(BaseModel):
+    """How the load client fared: measured in its own process during the run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_share: float = Field(description="client CPU seconds per wall second (1.0 = one core busy)")
+    loop_lag_p99_s: float = Field(description="99th percentile of how late a 50 ms event-loop timer fired")
+    loop_lag_max_s: float = Field(description="the latest such timer")
+    loop_lag_probes: int = Field(description="timer firings measured")
+
+
 class RunManifest(BaseModel):
     """`manifest.json` of one run directory."""
 
@@ -65,6 +76,9 @@ class RunManifest(BaseModel):
     ended_at: float | None = Field(None, description="epoch seconds when the run finished; None while running")
     counts: RunCounts = Field(description="request outcome counts")
     complete: bool = Field(False, description="True once the run finished and every table is flushed")
+    run_tag: str | None = Field(None, description="tag inside every request's X-Request-Id (bb-<tag>-<request_id>)")
+    client_health: ClientHealth | None = Field(None, description="the client's CPU share and loop lag")
+    engine_steps: bool = Field(False, description="True if steps.parquet holds the engine's own step log")
 
 
 def host_info() -> HostInfo:

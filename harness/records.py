@@ -8,6 +8,9 @@ it; telemetry uses the same clock, so the tables line up.
   carries k tokens (the server coalesced them) gives k rows with the same time, so
   per-token inter-token latency is honest about coalescing.
 - `telemetry.parquet`: one row per poll of the server's /metrics (TELEMETRY_SCHEMA).
+- `steps.parquet`: one row per engine step during the run (STEP_SCHEMA), recorded
+  inside vLLM by launchers.step_recorder; only for servers the harness launched.
+  Its times are the engine process's `time.time()`: the same clock on one machine.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from harness.telemetry import TELEMETRY_COLUMNS
 RECORDS_FILE = "records.parquet"
 TOKENS_FILE = "tokens.parquet"
 TELEMETRY_FILE = "telemetry.parquet"
+STEPS_FILE = "steps.parquet"
 MANIFEST_FILE = "manifest.json"
 PLAN_FILE = "plan.json"
 
@@ -48,6 +52,19 @@ TOKEN_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "t_s": (pa.float64(), "arrival time of the chunk that carried this token"),
 }
 
+STEP_FIELDS: dict[str, tuple[pa.DataType, str]] = {
+    "t_s": (pa.float64(), "when the engine began scheduling the step"),
+    "end_s": (pa.float64(), "when the step's model output reached the scheduler"),
+    "running": (pa.int64(), "requests in the step (this run's and any other's)"),
+    "waiting": (pa.int64(), "requests waiting in the engine after scheduling"),
+    "prefill_tokens": (pa.int64(), "prompt tokens computed in the step"),
+    "decode_tokens": (pa.int64(), "tokens scheduled beyond the prompts (one per decoding request)"),
+    "context_tokens": (pa.int64(), "sum over the step's requests of the tokens they attend to"),
+    "generated_tokens": (pa.int64(), "output tokens sampled in the step"),
+    "admitted": (pa.list_(pa.int64()), "request_ids of this run first scheduled (or resumed) in the step"),
+    "finished": (pa.list_(pa.int64()), "request_ids of this run that finished in the step"),
+}
+
 TELEMETRY_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "t": (pa.float64(), "time of the poll"),
     "running": (pa.float64(), "vllm:num_requests_running"),
@@ -56,6 +73,7 @@ TELEMETRY_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "generation_tokens_total": (pa.float64(), "vllm:generation_tokens_total"),
     "prompt_tokens_total": (pa.float64(), "vllm:prompt_tokens_total"),
     "preemptions_total": (pa.float64(), "vllm:num_preemptions_total"),
+    "latency_s": (pa.float64(), "how long /metrics took to answer"),
 }
 assert tuple(TELEMETRY_FIELDS) == TELEMETRY_COLUMNS, "telemetry schema out of step with the sampler"
 
@@ -67,3 +85,4 @@ def _schema(fields: dict[str, tuple[pa.DataType, str]]) -> pa.Schema:
 RECORD_SCHEMA = _schema(RECORD_FIELDS)
 TOKEN_SCHEMA = _schema(TOKEN_FIELDS)
 TELEMETRY_SCHEMA = _schema(TELEMETRY_FIELDS)
+STEP_SCHEMA = _schema(STEP_FIELDS)

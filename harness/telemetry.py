@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -38,6 +38,8 @@ class TelemetrySample:
     generation_tokens_total: float
     prompt_tokens_total: float
     preemptions_total: float
+    # How long /metrics took to answer: a starved API server answers late.
+    latency_s: float = float("nan")
 
 
 TELEMETRY_COLUMNS = tuple(TelemetrySample.__dataclass_fields__)
@@ -134,10 +136,12 @@ class TelemetrySampler:
                 self._stop.wait(max(0.0, next_poll - time.monotonic()))
 
     def _poll(self, client: httpx.Client) -> None:
+        asked = time.monotonic()
         try:
             response = client.get(f"{self.base_url}/metrics")
             response.raise_for_status()
-            self.samples.append(parse_metrics(response.text, time.time()))
+            sample = parse_metrics(response.text, time.time())
+            self.samples.append(replace(sample, latency_s=time.monotonic() - asked))
         except (httpx.HTTPError, ValueError):
             self.errors += 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -17,6 +18,7 @@ from typing import Literal
 import httpx
 
 from harness.errors import ServerError, UsageError
+from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
 from launchers.process import ensure_port_free, free_port, group_members, stop_group, tail
 
@@ -25,10 +27,16 @@ MODES: tuple[Mode, ...] = ("continuous", "static")
 
 # The engine process imports the plugin from here; the launcher puts this on its PYTHONPATH.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-STATIC_SCHEDULERS = {
-    True: "launchers.static_scheduler.AsyncStaticBatchScheduler",
-    False: "launchers.static_scheduler.StaticBatchScheduler",
+# (mode, async scheduling) -> scheduler class. Both modes run through the step recorder,
+# so they differ only in admission (launchers.step_recorder, launchers.static_scheduler).
+SCHEDULER_CLASSES = {
+    ("continuous", False): "launchers.step_recorder.RecordingScheduler",
+    ("continuous", True): "launchers.step_recorder.AsyncRecordingScheduler",
+    ("static", False): "launchers.static_scheduler.StaticBatchScheduler",
+    ("static", True): "launchers.static_scheduler.AsyncStaticBatchScheduler",
 }
+STEP_LOG_ENV = "BATCHBENCH_STEP_LOG"
+STEP_LOG_FILE = "steps.jsonl"
 BATCH_WAIT_ENV = "BATCHBENCH_STATIC_BATCH_WAIT_S"
 SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
@@ -61,8 +69,11 @@ class ServerSpec:
     kv_cache_bytes: int | None = None
     startup_timeout_s: float = 600.0
     stop_grace_s: float = 20.0
+    # Where the server's processes run and at what priority (launchers.layout).
+    layout: str = "auto"
 
     def __post_init__(self) -> None:
+        resolve_layout(self.layout)
         if self.mode not in MODES:
             raise UsageError(f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}")
         if isinstance(self.max_num_seqs, bool) or not isinstance(self.max_num_seqs, int) or self.max_num_seqs <= 0:
@@ -97,9 +108,17 @@ class Platform:
 
 
 def build_command(
-    spec: ServerSpec, model: ResolvedModel, port: int, python: str, platform_: Platform
+    spec: ServerSpec,
+    model: ResolvedModel,
+    port: int,
+    python: str,
+    platform_: Platform,
+    step_log: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The exact argv and the environment overrides for a server; pure, no side effects."""
+    """The exact argv and the environment overrides for a server; pure, no side effects.
+
+    `step_log`: where the engine appends one line per step (none: not recorded).
+    """
     async_scheduling = platform_.async_scheduling(spec.async_scheduling)
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args()]
     argv += ["--served-model-name", model.argument]
@@ -109,9 +128,11 @@ def build_command(
     if kv_cache_bytes is not None:
         argv += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
     env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), os.environ.get("PYTHONPATH"))}
+    argv += ["--scheduler-cls", SCHEDULER_CLASSES[(spec.mode, async_scheduling)]]
     if spec.mode == "static":
-        argv += ["--scheduler-cls", STATIC_SCHEDULERS[async_scheduling]]
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
+    if step_log is not None:
+        env[STEP_LOG_ENV] = str(step_log)
     argv += list(spec.extra_args)
     return argv, env
 
@@ -140,6 +161,11 @@ class ServerInfo:
     started_at: str
     ready_after_s: float | None = None
     host_name: str = field(default_factory=platform.node)
+    layout: str = "as-launched"
+    # Each process as the layout left it (launchers.layout.Placement), once ready.
+    placements: list[dict] = field(default_factory=list)
+    # The engine's per-step log (launchers.step_recorder); None if not recorded.
+    step_log: str | None = None
 
 
 class ServerHandle:
@@ -181,6 +207,14 @@ class ServerHandle:
     def processes(self) -> list[int]:
         """PIDs of every live process of the server's group (API server, engine, workers)."""
         return [proc.pid for proc in group_members(self.process.pid)]
+
+    def arrange(self, layout: Layout) -> None:
+        """Apply a process layout (launchers.layout) and record where each process now runs."""
+        placements = apply_layout(layout, group_members(self.process.pid), self.process.pid)
+        self.info.layout = layout
+        self.info.placements = [asdict(placement) for placement in placements]
+        roles = ", ".join(f"{p.role} cpus {p.cpus} nice {p.nice}" for p in placements if p.role != "helper")
+        logging.getLogger(__name__).info("process layout %s: %s", layout, roles)
 
     def stop(self) -> None:
         """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
@@ -260,6 +294,7 @@ def start(
     async_scheduling: bool | None = None,
     kv_cache_bytes: int | None = None,
     startup_timeout_s: float = 600.0,
+    layout: str = "auto",
     log_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ServerHandle:
@@ -280,19 +315,22 @@ def start(
         async_scheduling=async_scheduling,
         kv_cache_bytes=kv_cache_bytes,
         startup_timeout_s=startup_timeout_s,
+        layout=layout,
     )
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     python = os.environ.get(SERVER_PYTHON_ENV, sys.executable)
-    vllm = probe_vllm(python)
-    resolved = resolve_model(model)
+    # Cheap checks first: a busy port must not cost a model build (seconds on an empty cache).
     if port is None:
         port = free_port(host)
     else:
         ensure_port_free(host, port)
-    argv, env_overrides = build_command(spec, resolved, port, python, vllm)
+    vllm = probe_vllm(python)
+    resolved = resolve_model(model)
     directory = Path(log_dir) if log_dir else default_log_dir(mode, port)
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "server.log"
+    step_log = (directory / STEP_LOG_FILE).resolve()
+    argv, env_overrides = build_command(spec, resolved, port, python, vllm, step_log)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             argv,
@@ -317,12 +355,14 @@ def start(
         vllm_version=vllm.version,
         pid=process.pid,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        step_log=str(step_log),
     )
     handle = ServerHandle(process, info, log_path, spec)
     handle.write_info()
     say(f"starting vLLM ({mode}, max-num-seqs {max_num_seqs}, model {resolved.argument}) on {info.base_url}")
     try:
         handle.wait_ready(say)
+        handle.arrange(resolve_layout(layout))
     except BaseException:
         handle.stop()
         raise

@@ -10,6 +10,8 @@ The trick: for the duration of each `schedule()` call, `self.waiting` holds only
 members of the current batch; the other waiting requests are put back afterwards,
 in their order, so vLLM's metrics still count them as waiting.
 
+Every engine step is recorded by `launchers.step_recorder`, as in continuous mode.
+
 Two classes, because vLLM chooses `AsyncScheduler` when async scheduling is on and
 a plain `Scheduler` subclass would silently turn it off. The launcher passes the
 same async setting to both modes and picks the matching class here.
@@ -28,6 +30,8 @@ from vllm.logger import init_logger
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.request_queue import create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
+
+from launchers.step_recorder import StepRecorder
 
 BATCH_WAIT_ENV = "BATCHBENCH_STATIC_BATCH_WAIT_S"
 
@@ -87,10 +91,11 @@ class StaticAdmission:
         logger.debug("batchbench static batch %d: %d members", self._batches_formed, len(self._batch))
 
 
-class StaticBatchScheduler(StaticAdmission, Scheduler):
-    """Static batching over vLLM's synchronous scheduler (async scheduling off)."""
+# The recorder is the outer layer, as in continuous mode (launchers.step_recorder).
+class StaticBatchScheduler(StepRecorder, StaticAdmission, Scheduler):
+    """Static batching over vLLM's synchronous scheduler (async scheduling off), recorded."""
 
 
-class AsyncStaticBatchScheduler(StaticAdmission, AsyncScheduler):
-    """Static batching over vLLM's async scheduler (async scheduling on)."""
+class AsyncStaticBatchScheduler(StepRecorder, StaticAdmission, AsyncScheduler):
+    """Static batching over vLLM's async scheduler (async scheduling on), recorded."""
 

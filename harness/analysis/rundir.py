@@ -25,6 +25,8 @@ from harness.records import (
     PLAN_FILE,
     RECORD_SCHEMA,
     RECORDS_FILE,
+    STEP_SCHEMA,
+    STEPS_FILE,
     TELEMETRY_FILE,
     TELEMETRY_SCHEMA,
     TOKEN_SCHEMA,
@@ -46,6 +48,8 @@ class RunData:
     telemetry: pd.DataFrame
     plan: dict[str, Any] | None
     calibration: dict[str, Any] | None
+    # The engine's own step log (records.STEP_FIELDS); None for servers we did not launch.
+    steps: pd.DataFrame | None = None
 
 
 def load_run(path: str | os.PathLike[str]) -> RunData:
@@ -64,9 +68,10 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
         manifest=manifest,
         records=_read_table(root / RECORDS_FILE, RECORD_SCHEMA),
         tokens=_read_table(root / TOKENS_FILE, TOKEN_SCHEMA),
-        telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA),
+        telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, optional=("latency_s",)),
         plan=_read_optional_json(root / PLAN_FILE),
         calibration=_read_optional_json(root / CALIBRATION_FILE),
+        steps=_read_table(root / STEPS_FILE, STEP_SCHEMA) if manifest.engine_steps else None,
     )
 
 
@@ -79,18 +84,22 @@ def _read_manifest(path: Path) -> RunManifest:
         raise UsageError(f"{path}: {describe_validation_error(exc)}") from exc
 
 
-def _read_table(path: Path, schema: pa.Schema) -> pd.DataFrame:
-    """Read a parquet table, requiring every column of `schema`."""
+def _read_table(path: Path, schema: pa.Schema, optional: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Read a parquet table, requiring every column of `schema` but the `optional` ones (NaN if absent)."""
     if not path.is_file():
         raise UsageError(f"{path}: missing (a finished run has {path.name})")
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise UsageError(f"{path}: cannot read parquet: {' '.join(str(exc).split())}") from exc
-    missing = [name for name in schema.names if name not in table.column_names]
+    missing = [name for name in schema.names if name not in table.column_names and name not in optional]
     if missing:
         raise UsageError(f"{path}: missing columns {', '.join(missing)}")
-    return table.select(schema.names).to_pandas()
+    frame = table.select([name for name in schema.names if name in table.column_names]).to_pandas()
+    for name in optional:
+        if name not in frame.columns:
+            frame[name] = float("nan")
+    return frame
 
 
 def _read_optional_json(path: Path) -> dict[str, Any] | None:

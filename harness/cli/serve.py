@@ -6,6 +6,7 @@ import argparse
 import time
 
 from launchers import MODES, start
+from launchers.layout import LAYOUTS
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +17,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-wait-s", type=float, default=0.0, help="static mode: wait this long for a full batch")
     parser.add_argument("--kv-cache-bytes", type=int, default=None, help="KV cache size (CPU default: 1 GiB)")
     parser.add_argument("--startup-timeout-s", type=float, default=600.0, help="give up if not ready by then")
+    parser.add_argument(
+        "--layout",
+        default="auto",
+        choices=LAYOUTS,
+        help="process layout: yield-engine renices vLLM's spinning engine core so client and API server get CPU"
+        " (auto: yield-engine on machines of <= 4 cores; see launchers/layout.py)",
+    )
     parser.add_argument("--vllm-arg", action="append", default=[], metavar="ARG", help="extra vLLM argument (repeatable)")
 
 
@@ -31,6 +39,7 @@ def start_from_args(args: argparse.Namespace, mode: str, log_dir=None, port: int
         batch_wait_s=args.batch_wait_s,
         kv_cache_bytes=args.kv_cache_bytes,
         startup_timeout_s=args.startup_timeout_s,
+        layout=args.layout,
         log_dir=log_dir,
         progress=progress,
     )

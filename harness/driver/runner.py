@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -23,14 +24,16 @@ from locust.env import Environment
 from locust.html import get_html_report
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
+from harness.driver.client_health import ClientMonitor
 from harness.driver.dispatch import Dispatcher
 from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
 from harness.driver.journal import RunJournal
+from harness.driver.steps import StepLogCursor
 from harness.driver.user import DriverContext, make_user_class
 from harness.driver.work import build_work, user_count
 from harness.errors import UsageError
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
-from harness.records import MANIFEST_FILE, PLAN_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
+from harness.records import MANIFEST_FILE, PLAN_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
 from harness.telemetry import TelemetrySampler
 from harness.workload import WorkloadSpec, build_plan, make_prompts
 
@@ -118,6 +121,7 @@ def execute(request: RunRequest) -> RunOutcome:
         telemetry_interval_s=request.telemetry_interval_s,
         started_at=time.time(),
         counts=RunCounts(planned=len(items)),
+        run_tag=secrets.token_hex(4),
     )
     write_manifest(manifest, request.out_dir)
 
@@ -135,7 +139,11 @@ def execute(request: RunRequest) -> RunOutcome:
         timeout=httpx.Timeout(600.0, connect=30.0),
         limits=httpx.Limits(max_connections=users + 8, max_keepalive_connections=users + 8),
     )
-    context = DriverContext(dispatcher, journal, client, request.endpoint.model, request.spec.endpoint)
+    context = DriverContext(
+        dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag=manifest.run_tag or ""
+    )
+    step_log = (request.server or {}).get("step_log")
+    steps = StepLogCursor(Path(step_log)) if step_log else None
     environment = Environment(user_classes=[make_user_class(context)], host=request.endpoint.base_url)
     runner = environment.create_local_runner()
     if request.ui:
@@ -143,6 +151,7 @@ def execute(request: RunRequest) -> RunOutcome:
         say(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
 
     sampler = TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers).start()
+    monitor = ClientMonitor().start()
     runner.start(users, spawn_rate=max(users, 1) * 100.0)
     if runner.spawning_greenlet is not None:
         runner.spawning_greenlet.join()
@@ -165,11 +174,16 @@ def execute(request: RunRequest) -> RunOutcome:
     runner.quit()
     client.close()
     samples = sampler.stop()
+    manifest.client_health = monitor.stop()
 
     records_written, _ = journal.finalize()
     pq.write_table(pa.Table.from_pylist(sampler.as_rows(), schema=TELEMETRY_SCHEMA), request.out_dir / TELEMETRY_FILE)
     _write_locust_outputs(environment, request.out_dir)
     records = pq.read_table(request.out_dir / "records.parquet").to_pylist()
+    if steps is not None:
+        finished = sum(1 for r in records if r["ok"])
+        pq.write_table(steps.read_run(manifest.run_tag or "", finished), request.out_dir / STEPS_FILE)
+        manifest.engine_steps = True
     counts = RunCounts(
         planned=len(items),
         sent=records_written,

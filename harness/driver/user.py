@@ -15,6 +15,7 @@ from locust.exception import StopUser
 from harness.driver.dispatch import Dispatcher
 from harness.driver.journal import RunJournal
 from harness.driver.sse import SSEDecoder
+from harness.driver.steps import request_tag
 from harness.driver.work import WorkItem
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -31,6 +32,8 @@ class DriverContext:
     client: httpx.Client
     model: str
     endpoint: str
+    # Inside every X-Request-Id, so the engine's step log can be matched to the plan.
+    run_tag: str = ""
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     generated_tokens: int = 0
     failed: int = 0
@@ -90,7 +93,12 @@ class StreamingUser(User):
         status, error = 0, ""
         sent = time.time()
         try:
-            with ctx.client.stream("POST", PATHS[ctx.endpoint], json=request_body(item, ctx.model, ctx.endpoint)) as response:
+            with ctx.client.stream(
+                "POST",
+                PATHS[ctx.endpoint],
+                json=request_body(item, ctx.model, ctx.endpoint),
+                headers={"X-Request-Id": request_tag(ctx.run_tag, item.request_id)},
+            ) as response:
                 status = response.status_code
                 if status == 200:
                     if not _stream(response, usage, token_times):

@@ -8,6 +8,7 @@ import pytest
 
 from harness.errors import UsageError
 from launchers import ServerSpec, build_command, resolve_model
+from launchers.layout import resolve_layout
 from launchers.server import PROJECT_ROOT, Platform
 
 GPU = Platform(distribution="vllm", version="0.32.0")
@@ -35,7 +36,7 @@ def test_gpu_profiles_run_dummy_weights_with_their_dtype(profile, dtype):
     assert option(argv, "--max-num-seqs") == "256"
     assert option(argv, "--served-model-name") == profile
     assert "--async-scheduling" in argv
-    assert "--scheduler-cls" not in argv
+    assert option(argv, "--scheduler-cls") == "launchers.step_recorder.AsyncRecordingScheduler"
     assert "--kv-cache-memory-bytes" not in argv  # a GPU sizes its own cache
 
 
@@ -52,7 +53,30 @@ def test_both_modes_differ_only_in_admission():
         continuous, _ = argv_for("continuous", "tiny", platform)
         static, _ = argv_for("static", "tiny", platform)
         index = static.index("--scheduler-cls")
-        assert static[:index] + static[index + 2 :] == continuous
+        assert static[:index] + static[index + 2 :] == continuous[:index] + continuous[index + 2 :]
+        assert continuous[index + 1].startswith("launchers.step_recorder.")
+        assert static[index + 1].startswith("launchers.static_scheduler.")
+
+
+def test_both_static_classes_record_steps_as_their_outer_layer():
+    # Importing the plugin needs vLLM; the recorder must come first in the MRO in both modes.
+    static_scheduler = pytest.importorskip("launchers.static_scheduler")
+    from launchers.step_recorder import RecordingScheduler, StepRecorder
+
+    for cls in (static_scheduler.StaticBatchScheduler, static_scheduler.AsyncStaticBatchScheduler, RecordingScheduler):
+        assert cls.__mro__[1] is StepRecorder
+
+
+def test_step_log_path_reaches_the_engine_environment(tmp_path):
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=4)
+    _, env = build_command(spec, resolve_model("tiny"), 8123, "/usr/bin/python3", CPU, tmp_path / "steps.jsonl")
+    assert env["BATCHBENCH_STEP_LOG"] == str(tmp_path / "steps.jsonl")
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(2, "yield-engine"), (4, "yield-engine"), (64, "as-launched")])
+def test_auto_layout_yields_the_engine_only_on_small_machines(cores, expected):
+    assert resolve_layout("auto", cores) == expected
+    assert resolve_layout("as-launched", cores) == "as-launched"
 
 
 def test_cpu_build_turns_async_off_in_both_modes_and_sizes_the_kv_cache():
@@ -79,6 +103,7 @@ def test_a_hub_id_passes_through_unchanged():
         ({"max_num_seqs": -3}, "max-num-seqs must be a positive integer"),
         ({"batch_wait_s": -1.0}, "batch-wait-s must be >= 0"),
         ({"kv_cache_bytes": 0}, "kv-cache-bytes must be positive"),
+        ({"layout": "pinned"}, "unknown layout 'pinned'"),
     ],
 )
 def test_spec_rejects_bad_values(kwargs, message):

@@ -1,0 +1,90 @@
+"""The engine's step log (launchers.step_recorder) cut down to one run: steps.parquet.
+
+A launched server appends one JSON line per engine step to its step log for as long
+as it lives. A run notes the log's size when it starts; afterwards it reads what
+was appended since, keeps the steps between the first admission and the last
+finish of its own requests, and maps vLLM's request ids back to the plan's through
+the `X-Request-Id` the user sent (`request_tag`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from harness.records import STEP_SCHEMA
+
+# How long to wait for the engine's last lines: it writes them before it sends the last token.
+SETTLE_TIMEOUT_S = 2.0
+
+
+def request_tag(run_tag: str, request_id: int) -> str:
+    """The X-Request-Id for one request; vLLM keeps it inside its own request id."""
+    return f"bb-{run_tag}-{request_id}"
+
+
+class StepLogCursor:
+    """Where a run's steps begin in a server's step log."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size if path.exists() else 0
+
+    def read_run(self, run_tag: str, expected_finishes: int) -> pa.Table:
+        """This run's steps as a STEP_SCHEMA table (waits briefly for the engine's last lines)."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while True:
+            rows = self._rows()
+            steps = run_steps(rows, run_tag)
+            finished = sum(len(step["finished"]) for step in steps)
+            if finished >= expected_finishes or time.monotonic() > deadline:
+                return pa.Table.from_pylist(steps, schema=STEP_SCHEMA)
+            time.sleep(0.1)
+
+    def _rows(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        rows = []
+        for line in data.decode(errors="replace").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line being written right now
+        return rows
+
+
+def run_steps(rows: list[dict[str, Any]], run_tag: str) -> list[dict[str, Any]]:
+    """Steps from the first admission to the last finish of `run_tag`'s requests, ids mapped."""
+    pattern = re.compile(rf"bb-{re.escape(run_tag)}-(\d+)")
+
+    def ours(ids: list[str]) -> list[int]:
+        return [int(match.group(1)) for rid in ids if (match := pattern.search(rid))]
+
+    mapped = [(row, ours(row.get("admitted", [])), ours(row.get("finished", []))) for row in rows]
+    first = next((i for i, (_, admitted, _) in enumerate(mapped) if admitted), None)
+    last = max((i for i, (_, _, finished) in enumerate(mapped) if finished), default=None)
+    if first is None or last is None or last < first:
+        return []
+    return [
+        {
+            "t_s": row["t"],
+            "end_s": row["end"],
+            "running": row["running"],
+            "waiting": row["waiting"],
+            "prefill_tokens": row["prefill"],
+            "decode_tokens": row["decode"],
+            "context_tokens": row["context"],
+            "generated_tokens": row["generated"],
+            "admitted": admitted,
+            "finished": finished,
+        }
+        for row, admitted, finished in mapped[first : last + 1]
+    ]
