@@ -37,12 +37,16 @@ def run_cells(
     repetitions: int,
     progress: Callable[[str], None],
 ) -> list[Path]:
-    """Run each (system, spec) `repetitions` times; return the run directories."""
+    """Run each (system, spec) `repetitions` times; return the run directories.
+
+    Repetitions are interleaved (every cell once, then every cell again), so a drift
+    of the machine's speed lands on every cell alike instead of on one of them.
+    """
     headers = target.headers or {}
     warm_up(target.endpoint, headers, target.batch_size, "hello " * 8)
     made = []
-    for system, spec in cells:
-        for rep in range(repetitions):
+    for rep in range(repetitions):
+        for system, spec in cells:
             suffix = f"-r{rep + 1}" if repetitions > 1 else ""
             out = runs_dir / f"{system}-{spec.name}{suffix}"
             progress(f"[{system}] {spec.name}{suffix}")

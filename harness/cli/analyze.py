@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.errors import UsageError
@@ -36,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     if not run_dirs:
         raise UsageError(f"no run directories (with {MANIFEST_FILE}) in {', '.join(map(str, args.runs))}")
     calibration = Calibration.load(calibration_path) if calibration_path else None
-    paths = assemble_report(run_dirs, args.out, calibration)
-    print(paths.html)
+    report = assemble_report(run_dirs, args.out, calibration)
+    if not report.stable:
+        print("batchbench: warning: UNSTABLE cells: see the report's headline", file=sys.stderr)
+    print(report.paths.html)
     return 0

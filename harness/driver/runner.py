@@ -151,10 +151,11 @@ def execute(request: RunRequest) -> RunOutcome:
         say(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
 
     sampler = TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers).start()
-    monitor = ClientMonitor().start()
     runner.start(users, spawn_rate=max(users, 1) * 100.0)
     if runner.spawning_greenlet is not None:
         runner.spawning_greenlet.join()
+    # From the first send on: spawning the users is set-up, not the run.
+    monitor = ClientMonitor().start()
     started = dispatcher.open()
     manifest.started_at = started
     say(f"{request.system}: {len(items)} requests, {users} users, B={request.batch_size}")

@@ -2,14 +2,14 @@
 
 Shared by `batchbench analyze` (runs made earlier, maybe elsewhere) and
 `batchbench reproduce` (runs it just made). Repetitions of one system at one spread
-level are reduced to the run with the median total tok/s, named in the caveats.
+level form a cell (harness.analysis.cells): its median and interval lead the report,
+and its median run stands for it in the per-system tables.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.gap import GapEntry, gap_table, predict_for_run
@@ -17,6 +17,9 @@ from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.calibration import Calibration
 from harness.errors import UsageError
+from harness.analysis.cells import HeadlineRow, assess_run, build_cells, headline, median_run
+from harness.report.headline import cell_blocks, headline_blocks, headline_summary
+from harness.report.plots import level_name
 from harness.report.render import ReportExtras, ReportPaths, ReportRun, render_report
 
 
@@ -25,29 +28,30 @@ def assemble_report(
     out_dir: Path,
     calibration: Calibration | None,
     caveats: Sequence[str] = (),
-) -> ReportPaths:
+    smoke: bool = False,
+) -> AssembledReport:
     """Analyse `run_dirs` and write the report into `out_dir`."""
     if not run_dirs:
         raise UsageError("no run directories to analyse")
     step_model = calibration.step_model() if calibration else None
-    by_cell: dict[tuple[str, object], list[ReportRun]] = defaultdict(list)
+    assessed = []
     for directory in run_dirs:
         data = load_run(directory)
         metrics = metrics_for_run(data)
         predicted = None
         if step_model is not None and data.plan is not None:
             predicted = predict_for_run(data.plan["requests"], data.manifest.batch_size, data.manifest.system, step_model)
-        entry = GapEntry.from_run(data, metrics, predicted)
-        by_cell[(entry.system, entry.level)].append(ReportRun(entry, data))
+        assessed.append(assess_run(data, metrics, GapEntry.from_run(data, metrics, predicted)))
+    cells = build_cells(assessed)
+    rows = headline(cells)
     chosen, notes = [], list(caveats)
-    for (system, level), runs in by_cell.items():
-        pick = _median_run(runs)
-        chosen.append(pick)
-        if len(runs) > 1:
-            rates = ", ".join(f"{r.entry.metrics.total_tok_s:.0f}" for r in runs)
+    for cell in cells:
+        pick = median_run(cell)
+        chosen.append(ReportRun(pick.entry, pick.data))
+        if len(cell.runs) > 1:
             notes.append(
-                f"{system} at {level}: {len(runs)} repetitions ({rates} total tok/s); the report shows the median run,"
-                f" {pick.data.path.name}."
+                f"{cell.system} at {cell.level}: {len(cell.runs)} repetitions; the per-system tables show the median"
+                f" run, {pick.data.path.name}."
             )
     if calibration and calibration.raw_points != calibration.points:
         raw = ", ".join(f"b={b}: {t * 1000:.2f} ms" for b, t in calibration.raw_points.items())
@@ -60,10 +64,26 @@ def assemble_report(
         calibration_points=calibration.points if calibration else {},
         prefill_s_per_token=calibration.prefill_s_per_token if calibration else None,
     )
-    return render_report(chosen, gap_table([run.entry for run in chosen]), out_dir, extras)
+    blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.reasons)})" for row in rows if not row.stable]
+    if smoke:
+        blocked.insert(0, "a smoke run (--quick) is not a measurement")
+    paths = render_report(
+        chosen,
+        gap_table([run.entry for run in chosen]),
+        out_dir,
+        extras,
+        lead=headline_blocks(rows, smoke),
+        details=cell_blocks(cells),
+        blocked=blocked,
+        summary_extra=headline_summary(rows, cells, smoke),
+    )
+    return AssembledReport(paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows)
 
 
-def _median_run(runs: list[ReportRun]) -> ReportRun:
-    rates = [run.entry.metrics.total_tok_s for run in runs]
-    median = statistics.median_low(rates)
-    return runs[rates.index(median)]
+@dataclass(frozen=True)
+class AssembledReport:
+    """What was written, and whether every headline cell is stable (reproduce's exit code)."""
+
+    paths: ReportPaths
+    stable: bool
+    headline: list[HeadlineRow]

@@ -22,6 +22,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.analysis import physics
+from harness.analysis.engine import occupancy_steps
 from harness.analysis.gap import GapEntry, check_acceptance
 from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
 from harness.analysis.rundir import RunData
@@ -80,14 +81,28 @@ def render_report(
     gap_table: pd.DataFrame,
     out_dir: str | Path,
     extras: ReportExtras | Mapping[str, Any] | None = None,
+    *,
+    lead: Sequence[Block] = (),
+    details: Sequence[Block] = (),
+    blocked: Sequence[str] = (),
+    summary_extra: Mapping[str, Any] | None = None,
 ) -> ReportPaths:
-    """Write report.md (+ images/*.png), report.html and summary.json into `out_dir`."""
+    """Write report.md (+ images/*.png), report.html and summary.json into `out_dir`.
+
+    `lead` goes right under the title (the headline), `details` after the overview;
+    `blocked` names why no acceptance line may be drawn (unstable cells);
+    `summary_extra` is merged into summary.json.
+    """
     extras = _extras(extras)
-    findings = check_acceptance(gap_table)
+    findings = (
+        [f"Not judged: {reason}" for reason in blocked] if blocked else check_acceptance(gap_table)
+    )
     metadata = run_metadata([run.data.manifest for run in runs])
     blocks = [
         Heading(extras.title, 1),
+        *lead,
         *_overview_section(metadata),
+        *details,
         *_gap_section(gap_table),
         *_acceptance_section(findings),
         *_occupancy_section(runs, extras.occupancy_level),
@@ -109,7 +124,7 @@ def render_report(
     paths = ReportPaths(out / "report.md", out / "report.html", out / "summary.json", tuple(images))
     paths.markdown.write_text(to_markdown(blocks), encoding="utf-8")
     paths.html.write_text(to_html(blocks, extras.title), encoding="utf-8")
-    summary = _summary(runs, gap_table, findings, metadata, extras)
+    summary = _summary(runs, gap_table, findings, metadata, extras) | _json_safe(dict(summary_extra or {}))
     paths.summary.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return paths
 
@@ -369,8 +384,14 @@ def _occupancy_section(runs: Sequence[ReportRun], requested: int | str | None) -
         if run.entry.level != level or run.entry.system not in ("static", "continuous"):
             continue
         start, end = makespan_window(run.data.records)
-        hold = max_hold_s(run.data.manifest.telemetry_interval_s)
-        frame = occupancy_series(run.data.telemetry, run.data.manifest.batch_size, start, end, hold)
+        steps = run.data.steps
+        if steps is not None and not steps.empty:
+            # The engine's own steps: exact, no polling gaps.
+            times, running = occupancy_steps(steps)
+            frame = pd.DataFrame({"t_s": times - start, "occupancy": running / run.data.manifest.batch_size})
+        else:
+            hold = max_hold_s(run.data.manifest.telemetry_interval_s)
+            frame = occupancy_series(run.data.telemetry, run.data.manifest.batch_size, start, end, hold)
         if not frame.empty:
             series[run.entry.system] = frame
             means.append(f"{run.entry.system} {_pct(run.entry.metrics.mean_occupancy)}")

@@ -49,7 +49,7 @@ def test_anyscale_shape(cap):
 def test_cpu_anyscale_keeps_the_output_distribution(cap):
     cpu, full = load_spec(f"cpu-anyscale-cap{cap}"), load_spec(f"anyscale-cap{cap}")
     assert cpu.output_tokens == full.output_tokens
-    assert cpu.num_requests == 64 and cpu.scaled_from == full.name and cpu.scaling
+    assert cpu.num_requests >= 64 and cpu.scaled_from == full.name and cpu.scaling
 
 
 def test_cpu_seed_batches_of_sixteen_hold_four_of_each_length():

@@ -1,0 +1,122 @@
+"""Repeated runs reduced to cells, and cells to the headline: medians, intervals, verdicts.
+
+A cell is one system at one spread level, run several times. Its figure is the
+median total tok/s (Anyscale's (prompt + useful tokens) / makespan) of its runs, with
+a 95% bootstrap interval (harness.analysis.stats). A headline row sets, at one
+level, continuous against static and against naive: the ratio of the medians with
+an unpaired bootstrap interval (the systems ran on different servers, so their
+repetitions are not pairs). Pure: the runs come in already measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.analysis.engine import EngineMetrics, engine_metrics
+from harness.analysis.gap import GapEntry, Level
+from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
+from harness.analysis.metrics import RunMetrics
+from harness.analysis.rundir import RunData
+from harness.analysis.stats import Estimate, median_ci, unpaired_ratio_ci
+
+HEADLINE_RATIOS = (("continuous", "static"), ("continuous", "naive"))
+
+
+@dataclass(frozen=True, eq=False)
+class AssessedRun:
+    """One run with what the engine saw of it and its health."""
+
+    entry: GapEntry
+    data: RunData
+    engine: EngineMetrics | None
+    health: Health
+
+
+@dataclass(frozen=True, eq=False)
+class Cell:
+    """One system at one spread level: its runs, median with interval, and verdict."""
+
+    system: str
+    level: Level
+    runs: tuple[AssessedRun, ...]
+    total_tok_s: Estimate
+    health: Health
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """At one spread level: continuous over static and over naive, and whether to trust them."""
+
+    level: Level
+    ratios: dict[str, Estimate]
+    stable: bool
+    reasons: tuple[str, ...]
+
+
+def assess_run(data: RunData, metrics: RunMetrics, entry: GapEntry) -> AssessedRun:
+    """Engine-side figures and the health verdict of one measured run."""
+    engine = engine_metrics(data.steps, data.manifest.batch_size) if data.steps is not None else None
+    client = data.manifest.client_health
+    latency_p99, max_gap = telemetry_stats(data.telemetry)
+    health = run_health(
+        makespan_s=metrics.makespan_s,
+        lateness_p99_s=metrics.lateness_s.p99,
+        loop_lag_p99_s=client.loop_lag_p99_s if client else None,
+        client_cpu_share=client.cpu_share if client else None,
+        client_generated_tokens=metrics.generated_tokens,
+        client_generated_tok_s=metrics.generated_tok_s,
+        engine=engine,
+        metrics_latency_p99_s=latency_p99,
+        telemetry_max_gap_s=max_gap,
+        coalesced_share=coalesced_share(data.tokens),
+    )
+    return AssessedRun(entry, data, engine, health)
+
+
+def build_cells(runs: Sequence[AssessedRun]) -> list[Cell]:
+    """Group runs by (system, level) and give each group its median, interval and verdict."""
+    groups: dict[tuple[str, Level], list[AssessedRun]] = {}
+    for run in runs:
+        groups.setdefault((run.entry.system, run.entry.level), []).append(run)
+    cells = []
+    for (system, level), members in groups.items():
+        estimate = median_ci([run.entry.metrics.total_tok_s for run in members])
+        cells.append(Cell(system, level, tuple(members), estimate, cell_health(estimate, [r.health for r in members])))
+    return cells
+
+
+def median_run(cell: Cell) -> AssessedRun:
+    """The run whose total tok/s is the cell's (lower) median: the one shown in detail."""
+    rates = np.array([run.entry.metrics.total_tok_s for run in cell.runs])
+    order = np.argsort(rates)
+    return cell.runs[int(order[(len(order) - 1) // 2])]
+
+
+def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
+    """One row per spread level that has continuous and at least one of static or naive."""
+    by_level: dict[Level, dict[str, Cell]] = {}
+    for cell in cells:
+        by_level.setdefault(cell.level, {})[cell.system] = cell
+    rows = []
+    for level, systems in by_level.items():
+        if "continuous" not in systems:
+            continue
+        ratios, reasons, stable = {}, [], True
+        for numerator, denominator in HEADLINE_RATIOS:
+            if denominator not in systems:
+                continue
+            a, b = systems[numerator], systems[denominator]
+            ratios[f"{numerator}/{denominator}"] = unpaired_ratio_ci(
+                [r.entry.metrics.total_tok_s for r in a.runs], [r.entry.metrics.total_tok_s for r in b.runs]
+            )
+        for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair):
+            cell = systems.get(system)
+            if cell is not None and not cell.health.stable:
+                stable = False
+                reasons.append(f"{system}: {cell.health.reasons[0]}")
+        if ratios:
+            rows.append(HeadlineRow(level, ratios, stable, tuple(reasons)))
+    return sorted(rows, key=lambda row: (isinstance(row.level, str), row.level if isinstance(row.level, int) else 0))

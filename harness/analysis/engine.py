@@ -1,0 +1,66 @@
+"""What the engine's own step log says about a run (steps.parquet, records.STEP_FIELDS).
+
+Pure functions, no I/O. Definitions:
+- Engine window: from the start of the first step that admitted one of the run's
+  requests to the end of the step that finished its last one.
+- generated_tok_s: output tokens the engine sampled in the window, over its length.
+  Naive padded rows count their padding here, as they do in the client's
+  `generated_tok_s`, so the two are the same quantity measured at both ends.
+- mean_occupancy: running requests / B, weighted by each step's duration plus the
+  idle gap before the next step (the batch is what it is until the next step).
+- Agreement: client generated_tok_s / engine generated_tok_s - 1. The client's window
+  adds the network and streaming at both ends; on one machine that is milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class EngineMetrics:
+    """A run as the engine saw it (times in seconds)."""
+
+    steps: int
+    makespan_s: float
+    generated_tokens: int
+    generated_tok_s: float
+    mean_occupancy: float
+    median_step_s: float
+
+
+def engine_metrics(steps: pd.DataFrame, batch_size: int) -> EngineMetrics:
+    """Engine-side figures of one run from its steps table."""
+    if steps.empty:
+        return EngineMetrics(0, math.nan, 0, math.nan, math.nan, math.nan)
+    start, end = float(steps["t_s"].min()), float(steps["end_s"].max())
+    makespan = end - start
+    generated = int(steps["generated_tokens"].sum())
+    times, running = occupancy_steps(steps)
+    held = np.diff(np.append(times, end))
+    occupancy = float(np.sum(running * held) / (batch_size * held.sum())) if held.sum() > 0 else math.nan
+    return EngineMetrics(
+        steps=len(steps),
+        makespan_s=makespan,
+        generated_tokens=generated,
+        generated_tok_s=generated / makespan if makespan > 0 else math.nan,
+        mean_occupancy=occupancy,
+        median_step_s=float((steps["end_s"] - steps["t_s"]).median()),
+    )
+
+
+def occupancy_steps(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(step start times, requests running in each step): the exact batch size over time."""
+    ordered = steps.sort_values("t_s")
+    return ordered["t_s"].to_numpy(dtype=float), ordered["running"].to_numpy(dtype=float)
+
+
+def client_engine_disagreement(client_generated_tok_s: float, engine: EngineMetrics) -> float:
+    """Relative difference of the client's generated tok/s from the engine's (NaN if unknown)."""
+    if not math.isfinite(engine.generated_tok_s) or engine.generated_tok_s <= 0:
+        return math.nan
+    return client_generated_tok_s / engine.generated_tok_s - 1.0

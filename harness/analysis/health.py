@@ -1,0 +1,177 @@
+"""Is a run, and a cell of repeated runs, fit to be reported? The health verdict.
+
+Pure functions, no I/O. A run or a cell is UNSTABLE when any `unstable` check fails;
+a `note` check is shown but does not change the verdict. No acceptance line is drawn
+from an unstable cell, and `reproduce` exits 3 when a headline cell is unstable.
+
+The limits, and why (each was seen to matter on a 2-core machine, README "Two cores"):
+- makespan >= 20 s: shorter runs swung by tens of percent between repetitions.
+- send lateness p99 <= 20 ms: a client that sends late measures itself.
+- client event-loop lag p99 <= 20 ms, and client CPU share <= 0.9 of a core: a
+  client short of CPU timestamps late and throttles the load. With the engine's step
+  log at hand the lag is a note: the client-vs-engine agreement judges the figure.
+- client vs engine generated tok/s within 2%, and the same token count at both ends:
+  otherwise the client's clock or stream, not the server, made the figure.
+- cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions.
+- notes: /metrics answered p99 <= 250 ms; telemetry gap <= 1 s; the share of tokens
+  that arrived coalesced (several in one chunk), which blurs TTFT and ITL but not
+  throughput.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.engine import EngineMetrics, client_engine_disagreement
+from harness.analysis.stats import Estimate
+
+MIN_MAKESPAN_S = 20.0
+MAX_LATENESS_P99_S = 0.020
+MAX_LOOP_LAG_P99_S = 0.020
+MAX_CLIENT_CPU_SHARE = 0.9
+MAX_DISAGREEMENT = 0.02
+MAX_CELL_HALF_WIDTH = 0.05
+MIN_REPETITIONS = 3
+MAX_METRICS_LATENCY_P99_S = 0.250
+MAX_TELEMETRY_GAP_S = 1.0
+
+Severity = Literal["unstable", "note"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One health check: its measured value, its limit, and what failing it means."""
+
+    name: str
+    value: float
+    limit: float
+    passed: bool
+    severity: Severity
+    text: str
+
+
+@dataclass(frozen=True)
+class Health:
+    """The checks of a run or a cell and the verdict they add up to."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def stable(self) -> bool:
+        return all(check.passed for check in self.checks if check.severity == "unstable")
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why it is unstable, in words (empty when stable)."""
+        return [check.text for check in self.checks if check.severity == "unstable" and not check.passed]
+
+    @property
+    def notes(self) -> list[str]:
+        return [check.text for check in self.checks if check.severity == "note" and not check.passed]
+
+
+def _at_most(name: str, value: float, limit: float, severity: Severity, text: str) -> Check | None:
+    """A check that `value` <= `limit`; None when the value is unknown (not measured)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return Check(name, float(value), limit, value <= limit, severity, text)
+
+
+def _at_least(name: str, value: float, limit: float, severity: Severity, text: str) -> Check | None:
+    """A check that `value` >= `limit`; None when the value is unknown."""
+    if value is None or not math.isfinite(value):
+        return None
+    return Check(name, float(value), limit, value >= limit, severity, text)
+
+
+def run_health(
+    *,
+    makespan_s: float,
+    lateness_p99_s: float,
+    loop_lag_p99_s: float | None,
+    client_cpu_share: float | None,
+    client_generated_tokens: int,
+    client_generated_tok_s: float,
+    engine: EngineMetrics | None,
+    metrics_latency_p99_s: float,
+    telemetry_max_gap_s: float,
+    coalesced_share: float,
+) -> Health:
+    """The health of one run from what its client, its engine and its telemetry measured."""
+    ms = 1000.0
+    # Where the engine's step log exists it is the judge of the client's timing (agreement
+    # below); the client's own loop lag is then a diagnostic, e.g. during a 1,000-request burst.
+    has_engine = engine is not None and engine.steps > 0
+    lag_severity: Severity = "note" if has_engine else "unstable"
+    checks = [
+        _at_least("makespan", makespan_s, MIN_MAKESPAN_S, "unstable",
+                  f"run lasted {makespan_s:.1f} s, under the {MIN_MAKESPAN_S:.0f} s a figure needs here"),
+        _at_most("send lateness p99", lateness_p99_s, MAX_LATENESS_P99_S, "unstable",
+                 f"client sent late: p99 {lateness_p99_s * ms:.0f} ms behind plan"),
+        _at_most("client loop lag p99", _or_nan(loop_lag_p99_s), MAX_LOOP_LAG_P99_S, lag_severity,
+                 f"client event loop lagged: p99 {_or_nan(loop_lag_p99_s) * ms:.0f} ms"),
+        _at_most("client CPU share", _or_nan(client_cpu_share), MAX_CLIENT_CPU_SHARE, "unstable",
+                 f"client used {_or_nan(client_cpu_share):.0%} of a core: client-bound"),
+        _at_most("/metrics latency p99", metrics_latency_p99_s, MAX_METRICS_LATENCY_P99_S, "note",
+                 f"/metrics answered slowly: p99 {metrics_latency_p99_s * ms:.0f} ms"),
+        _at_most("telemetry gap", telemetry_max_gap_s, MAX_TELEMETRY_GAP_S, "note",
+                 f"telemetry had a gap of {telemetry_max_gap_s:.1f} s"),
+        _at_most("coalesced tokens", coalesced_share, 0.5, "note",
+                 f"{coalesced_share:.0%} of tokens arrived coalesced: TTFT and ITL are coarse"),
+    ]
+    if engine is not None and has_engine:
+        disagreement = client_engine_disagreement(client_generated_tok_s, engine)
+        checks.append(_at_most("client vs engine", abs(disagreement), MAX_DISAGREEMENT, "unstable",
+                               f"client and engine throughput differ by {disagreement:+.1%}"))
+        counted = Check("token count", float(client_generated_tokens - engine.generated_tokens), 0.0,
+                        client_generated_tokens == engine.generated_tokens, "unstable",
+                        f"client received {client_generated_tokens} tokens, engine generated {engine.generated_tokens}")
+        checks.append(counted)
+    return Health(tuple(check for check in checks if check is not None))
+
+
+def cell_health(estimate: Estimate, runs: Sequence[Health]) -> Health:
+    """A cell is stable when it has enough repetitions, a narrow interval, and stable runs."""
+    checks = [
+        Check("repetitions", float(estimate.n), MIN_REPETITIONS, estimate.n >= MIN_REPETITIONS, "unstable",
+              f"{estimate.n} repetition(s), fewer than {MIN_REPETITIONS}: no interval"),
+    ]
+    if estimate.n >= 2:
+        half = estimate.half_width_rel
+        checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, half <= MAX_CELL_HALF_WIDTH, "unstable",
+                            f"repetitions spread: 95% interval ±{half:.1%} of the median"))
+    unstable_runs = sum(not run.stable for run in runs)
+    if unstable_runs:
+        first = next(run for run in runs if not run.stable).reasons[0]
+        checks.append(Check("runs", float(unstable_runs), 0.0, False, "unstable",
+                            f"{unstable_runs} of {len(runs)} runs unstable ({first})"))
+    return Health(tuple(checks))
+
+
+def coalesced_share(tokens: pd.DataFrame) -> float:
+    """Share of tokens that arrived in the same chunk as the token before them."""
+    if tokens.empty:
+        return math.nan
+    ordered = tokens.sort_values(["request_id", "token_index"])
+    same_request = ordered["request_id"].to_numpy()[1:] == ordered["request_id"].to_numpy()[:-1]
+    same_time = np.diff(ordered["t_s"].to_numpy()) == 0
+    return float(np.sum(same_request & same_time) / len(ordered))
+
+
+def telemetry_stats(telemetry: pd.DataFrame) -> tuple[float, float]:
+    """(p99 /metrics latency, longest gap between polls) in seconds; NaN when unknown."""
+    if len(telemetry) < 2:
+        return math.nan, math.nan
+    latency = telemetry["latency_s"].dropna()
+    p99 = float(np.percentile(latency, 99)) if len(latency) else math.nan
+    return p99, float(np.diff(np.sort(telemetry["t"].to_numpy())).max())
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)

@@ -1,0 +1,128 @@
+"""The top of the report: the answer first, with intervals and an honest verdict.
+
+Builds document blocks (harness.report.render's block types) and the matching
+summary.json entries from cells and headline rows (harness.analysis.cells).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from harness.analysis.cells import Cell, HeadlineRow
+from harness.analysis.stats import Estimate
+from harness.report.plots import level_name
+from harness.report.render import Block, Bullets, Heading, Paragraph, Table
+
+SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."
+
+
+def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool) -> list[Block]:
+    """The answer: at each spread level, continuous over static and naive, with intervals."""
+    blocks: list[Block] = []
+    if smoke:
+        blocks.append(Paragraph(f"**{SMOKE_BANNER}**"))
+    unstable = [row for row in rows if not row.stable]
+    verdict = (
+        "Every headline cell is STABLE."
+        if not unstable
+        else f"UNSTABLE at {', '.join(level_name(row.level) for row in unstable)}: no acceptance line is drawn"
+        " from those cells (reasons below)."
+    )
+    blocks.append(Paragraph(
+        "Throughput gain of continuous batching: the ratio of median total tok/s ((prompt + useful tokens) /"
+        f" makespan), with its 95% interval. {verdict}"
+    ))
+    ratio_names = list(dict.fromkeys(name for row in rows for name in row.ratios))
+    header = ("spread", *ratio_names, "verdict")
+    body = tuple(
+        (
+            level_name(row.level),
+            *(_ratio(row.ratios.get(name)) for name in ratio_names),
+            "stable" if row.stable else "UNSTABLE",
+        )
+        for row in rows
+    )
+    blocks.append(Table(header, body, table_id="headline"))
+    reasons = [f"{level_name(row.level)}: {reason}" for row in rows for reason in row.reasons]
+    if reasons:
+        blocks.append(Bullets(tuple(reasons)))
+    return blocks
+
+
+def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
+    """Every cell: median, interval, repetitions, engine agreement, verdict and why."""
+    header = ("system", "spread", "median total tok/s", "95% interval", "runs", "client vs engine", "verdict")
+    rows = []
+    for cell in sorted(cells, key=lambda c: (str(c.level), c.system)):
+        disagreements = [
+            check.value for run in cell.runs for check in run.health.checks if check.name == "client vs engine"
+        ]
+        agreement = f"≤ {max(disagreements):.1%}" if disagreements else "client only"
+        verdict = "stable" if cell.health.stable else "UNSTABLE: " + "; ".join(cell.health.reasons)
+        estimate = cell.total_tok_s
+        rows.append((cell.system, level_name(cell.level), f"{estimate.point:,.0f}",
+                     f"{estimate.low:,.0f} – {estimate.high:,.0f}", str(estimate.n), agreement, verdict))
+    return [
+        Heading("Every cell, repeated"),
+        Paragraph(
+            f"Each cell's figure is the median of its runs, with a 95% interval ({_method(cells)}). Client vs engine:"
+            " the largest difference between the client's generated tok/s and the engine's own step log in any run"
+            " of the cell ('client only' for servers the harness did not launch)."
+        ),
+        Table(header, tuple(rows), table_id="cells", numeric=False),
+    ]
+
+
+def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: bool) -> dict[str, Any]:
+    """The same figures for summary.json."""
+    return {
+        "smoke": smoke,
+        "stable": all(row.stable for row in rows),
+        "headline": [
+            {
+                "level": row.level,
+                "ratios": {name: _estimate(estimate) for name, estimate in row.ratios.items()},
+                "stable": row.stable,
+                "reasons": list(row.reasons),
+            }
+            for row in rows
+        ],
+        "cells": [
+            {
+                "system": cell.system,
+                "level": cell.level,
+                "total_tok_s": _estimate(cell.total_tok_s),
+                "stable": cell.health.stable,
+                "reasons": cell.health.reasons,
+                "runs": [
+                    {
+                        "run": run.data.path.name,
+                        "total_tok_s": run.entry.metrics.total_tok_s,
+                        "engine_generated_tok_s": run.engine.generated_tok_s if run.engine else None,
+                        "stable": run.health.stable,
+                        "checks": {check.name: {"value": check.value, "limit": check.limit, "passed": check.passed}
+                                   for check in run.health.checks},
+                    }
+                    for run in cell.runs
+                ],
+            }
+            for cell in cells
+        ],
+    }
+
+
+def _ratio(estimate: Estimate | None) -> str:
+    if estimate is None:
+        return "–"
+    return f"{estimate.point:.2f}× ({estimate.low:.2f}–{estimate.high:.2f})"
+
+
+def _estimate(estimate: Estimate) -> dict[str, Any]:
+    return {"median": estimate.point, "low": estimate.low, "high": estimate.high, "n": estimate.n,
+            "method": estimate.method}
+
+
+def _method(cells: Sequence[Cell]) -> str:
+    methods = sorted({cell.total_tok_s.method for cell in cells})
+    return "; ".join(methods) if methods else "none"
