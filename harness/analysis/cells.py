@@ -10,6 +10,7 @@ repetitions are not pairs). Pure: the runs come in already measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,9 +84,16 @@ def build_cells(runs: Sequence[AssessedRun]) -> list[Cell]:
         groups.setdefault((run.entry.system, run.entry.level), []).append(run)
     cells = []
     for (system, level), members in groups.items():
-        estimate = median_ci([run.entry.metrics.total_tok_s for run in members])
+        rates = _measured([run.entry.metrics.total_tok_s for run in members])
+        # A run with no finished request has no rate: the cell is judged on the others, and
+        # cell_health counts the repetitions that measured something.
+        estimate = median_ci(rates) if rates else Estimate(math.nan, math.nan, math.nan, 0, "no run measured")
         cells.append(Cell(system, level, tuple(members), estimate, cell_health(estimate, [r.health for r in members])))
     return cells
+
+
+def _measured(rates: Sequence[float]) -> list[float]:
+    return [rate for rate in rates if math.isfinite(rate) and rate > 0]
 
 
 def median_run(cell: Cell) -> AssessedRun:
@@ -108,10 +116,10 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
         for numerator, denominator in HEADLINE_RATIOS:
             if denominator not in systems:
                 continue
-            a, b = systems[numerator], systems[denominator]
-            ratios[f"{numerator}/{denominator}"] = unpaired_ratio_ci(
-                [r.entry.metrics.total_tok_s for r in a.runs], [r.entry.metrics.total_tok_s for r in b.runs]
-            )
+            a = _measured([r.entry.metrics.total_tok_s for r in systems[numerator].runs])
+            b = _measured([r.entry.metrics.total_tok_s for r in systems[denominator].runs])
+            if a and b:
+                ratios[f"{numerator}/{denominator}"] = unpaired_ratio_ci(a, b)
         for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair):
             cell = systems.get(system)
             if cell is not None and not cell.health.stable:

@@ -77,15 +77,15 @@ class Health:
 
 
 def _at_most(name: str, value: float, limit: float, severity: Severity, text: str) -> Check | None:
-    """A check that `value` <= `limit`; None when the value is unknown (not measured)."""
-    if value is None or not math.isfinite(value):
+    """A check that `value` <= `limit`; None when the value is NaN (not measured)."""
+    if not math.isfinite(value):
         return None
     return Check(name, float(value), limit, value <= limit, severity, text)
 
 
 def _at_least(name: str, value: float, limit: float, severity: Severity, text: str) -> Check | None:
-    """A check that `value` >= `limit`; None when the value is unknown."""
-    if value is None or not math.isfinite(value):
+    """A check that `value` >= `limit`; None when the value is NaN (not measured)."""
+    if not math.isfinite(value):
         return None
     return Check(name, float(value), limit, value >= limit, severity, text)
 

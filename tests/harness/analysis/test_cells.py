@@ -1,0 +1,125 @@
+"""Runs grouped into cells and cells into the headline, from stand-in runs with known tok/s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.analysis.cells import AssessedRun, build_cells, headline, median_run
+from harness.analysis.gap import GapEntry
+from harness.analysis.health import Check, Health
+from harness.analysis.stats import unpaired_ratio_ci
+
+STABLE = Health(())
+UNSTABLE = Health((Check("makespan", 5.0, 20.0, False, "unstable", "run lasted 5.0 s"),))
+
+
+def run(system, level, tok_s, health=STABLE, name=None):
+    entry = GapEntry(workload=f"w{level}", level=level, system=system,
+                     metrics=SimpleNamespace(total_tok_s=tok_s))
+    data = SimpleNamespace(path=Path(name or f"{system}-{level}-{tok_s}"))
+    return AssessedRun(entry=entry, data=data, engine=None, health=health)
+
+
+def cells_of(runs):
+    return {(cell.system, cell.level): cell for cell in build_cells(runs)}
+
+
+def test_cells_group_by_system_and_level():
+    runs = [
+        run("continuous", 32, 300.0), run("static", 32, 100.0), run("continuous", 32, 310.0),
+        run("continuous", 128, 500.0), run("continuous", 32, 305.0), run("static", 128, 200.0),
+    ]
+    cells = cells_of(runs)
+    assert set(cells) == {("continuous", 32), ("static", 32), ("continuous", 128), ("static", 128)}
+    assert [r.entry.metrics.total_tok_s for r in cells["continuous", 32].runs] == [300.0, 310.0, 305.0]
+    assert cells["continuous", 32].total_tok_s.point == 305.0
+    assert cells["continuous", 32].total_tok_s.n == 3
+    assert cells["continuous", 128].runs == (runs[3],)
+
+
+def test_a_named_level_and_an_int_level_are_different_cells():
+    cells = cells_of([run("continuous", 32, 1.0), run("continuous", "32", 2.0)])
+    assert set(cells) == {("continuous", 32), ("continuous", "32")}
+
+
+def test_cell_health_comes_from_its_runs():
+    cells = cells_of([
+        *(run("continuous", 32, x) for x in (300.0, 301.0, 302.0)),
+        *(run("static", 32, x) for x in (100.0, 101.0)),
+        run("naive", 32, 50.0), run("naive", 32, 50.5, UNSTABLE), run("naive", 32, 51.0),
+    ])
+    assert cells["continuous", 32].health.stable
+    assert not cells["static", 32].health.stable  # two repetitions
+    naive = cells["naive", 32].health
+    assert not naive.stable and naive.reasons == ["1 of 3 runs unstable (run lasted 5.0 s)"]
+
+
+@pytest.mark.parametrize(
+    ("rates", "expected"),
+    [([3.0, 1.0, 2.0], 2.0), ([300.0, 100.0, 200.0, 400.0], 200.0), ([7.0], 7.0), ([9.0, 4.0], 4.0)],
+)
+def test_median_run_is_the_lower_median(rates, expected):
+    runs = [run("continuous", 32, x, name=f"r{i}") for i, x in enumerate(rates)]
+    (cell,) = build_cells(runs)
+    chosen = median_run(cell)
+    assert chosen is runs[rates.index(expected)]
+
+
+CONT = (300.0, 310.0, 320.0)
+STAT = (100.0, 105.0, 110.0)
+NAIVE = (50.0, 52.0, 54.0)
+
+
+def level_runs(level, systems=("continuous", "static", "naive"), health=None):
+    rates = {"continuous": CONT, "static": STAT, "naive": NAIVE}
+    return [run(s, level, x, (health or {}).get(s, STABLE)) for s in systems for x in rates[s]]
+
+
+def test_headline_ratios_per_level():
+    (row,) = headline(build_cells(level_runs(512)))
+    assert row.level == 512
+    assert set(row.ratios) == {"continuous/static", "continuous/naive"}
+    assert row.ratios["continuous/static"].point == pytest.approx(310.0 / 105.0)
+    assert row.ratios["continuous/naive"].point == pytest.approx(310.0 / 52.0)
+    assert row.ratios["continuous/static"] == unpaired_ratio_ci(CONT, STAT)
+    assert row.ratios["continuous/static"].low <= 310.0 / 105.0 <= row.ratios["continuous/static"].high
+    assert row.stable and row.reasons == ()
+
+
+def test_headline_uses_only_the_denominators_present():
+    (row,) = headline(build_cells(level_runs(32, ("continuous", "naive"))))
+    assert set(row.ratios) == {"continuous/naive"}
+
+
+def test_headline_skips_levels_without_continuous_or_a_denominator():
+    cells = build_cells([*level_runs(32, ("static", "naive")), *level_runs(128, ("continuous",))])
+    assert headline(cells) == []
+
+
+def test_headline_is_unstable_when_any_of_its_cells_is():
+    runs = level_runs(32, health={"static": UNSTABLE})
+    (row,) = headline(build_cells(runs))
+    assert not row.stable
+    assert row.reasons == ("static: 3 of 3 runs unstable (run lasted 5.0 s)",)
+
+
+def test_headline_names_every_unstable_cell_in_order():
+    runs = [*level_runs(32, ("continuous", "static")), run("continuous", 32, 315.0, UNSTABLE)]
+    runs += [run("naive", 32, 50.0)]  # one repetition only
+    (row,) = headline(build_cells(runs))
+    assert not row.stable
+    assert [reason.split(":")[0] for reason in row.reasons] == ["continuous", "naive"]
+
+
+def test_headline_ignores_systems_outside_its_ratios():
+    runs = [*level_runs(32), run("other", 32, 1.0)]  # a lone run would be an unstable cell
+    (row,) = headline(build_cells(runs))
+    assert row.stable
+
+
+def test_headline_orders_int_caps_ascending_before_named_levels():
+    runs = [*level_runs("mixed"), *level_runs(1536), *level_runs(32), *level_runs(512), *level_runs(128)]
+    assert [row.level for row in headline(build_cells(runs))] == [32, 128, 512, 1536, "mixed"]

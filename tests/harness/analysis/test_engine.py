@@ -1,0 +1,106 @@
+"""Engine-side figures from a hand-built steps table, every expected number worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis.engine import EngineMetrics, client_engine_disagreement, engine_metrics, occupancy_steps
+from harness.records import STEP_FIELDS
+
+
+def steps_table(rows):
+    """A steps frame with every STEP_FIELDS column; rows give (t_s, end_s, running, generated_tokens)."""
+    frame = pd.DataFrame(
+        [
+            {
+                "t_s": t, "end_s": end, "running": running, "waiting": 0, "prefill_tokens": 0,
+                "decode_tokens": generated, "context_tokens": 0, "generated_tokens": generated,
+                "admitted": [], "finished": [],
+            }
+            for t, end, running, generated in rows
+        ],
+        columns=list(STEP_FIELDS),
+    )
+    return frame
+
+
+# Four steps, deliberately out of order. Sorted by start:
+#   t=0 ..0.5 running 2 gen 2 | t=1 ..1.5 running 4 gen 4 | t=2 ..3 running 4 gen 4 | t=4 ..5 running 1 gen 1
+FOUR = [(2.0, 3.0, 4, 4), (0.0, 0.5, 2, 2), (4.0, 5.0, 1, 1), (1.0, 1.5, 4, 4)]
+
+
+def test_four_steps_give_exact_figures():
+    m = engine_metrics(steps_table(FOUR), batch_size=4)
+    assert m.steps == 4
+    assert m.makespan_s == pytest.approx(5.0)  # first start 0 to last end 5
+    assert m.generated_tokens == 11
+    assert m.generated_tok_s == pytest.approx(11 / 5)
+    # Each step's batch holds until the next step starts (the last until the window ends):
+    # held 1, 1, 2, 1 s -> (2*1 + 4*1 + 4*2 + 1*1) / (4 * 5) = 15 / 20.
+    assert m.mean_occupancy == pytest.approx(0.75)
+    # Step durations 0.5, 0.5, 1, 1.
+    assert m.median_step_s == pytest.approx(0.75)
+
+
+def test_occupancy_counts_idle_gaps_not_just_step_durations():
+    # Two steps of 0.1 s each, 10 s apart: the first batch of 4 is held for 10 s, the second (1) for 0.1 s.
+    m = engine_metrics(steps_table([(0.0, 0.1, 4, 4), (10.0, 10.1, 1, 1)]), batch_size=4)
+    assert m.mean_occupancy == pytest.approx((4 * 10.0 + 1 * 0.1) / (4 * 10.1))
+    assert m.makespan_s == pytest.approx(10.1)
+
+
+def test_occupancy_scales_with_batch_size():
+    full = engine_metrics(steps_table(FOUR), batch_size=4).mean_occupancy
+    assert engine_metrics(steps_table(FOUR), batch_size=8).mean_occupancy == pytest.approx(full / 2)
+
+
+def test_occupancy_steps_are_sorted_by_start():
+    times, running = occupancy_steps(steps_table(FOUR))
+    np.testing.assert_array_equal(times, [0.0, 1.0, 2.0, 4.0])
+    np.testing.assert_array_equal(running, [2, 4, 4, 1])
+    assert times.dtype == np.float64 and running.dtype == np.float64
+
+
+def test_empty_table_gives_nan():
+    m = engine_metrics(steps_table([]), batch_size=4)
+    assert m.steps == 0 and m.generated_tokens == 0
+    assert math.isnan(m.makespan_s)
+    assert math.isnan(m.generated_tok_s)
+    assert math.isnan(m.mean_occupancy)
+    assert math.isnan(m.median_step_s)
+
+
+def test_zero_length_window_gives_nan_rates():
+    m = engine_metrics(steps_table([(3.0, 3.0, 2, 2)]), batch_size=4)
+    assert m.steps == 1 and m.makespan_s == 0.0 and m.generated_tokens == 2
+    assert math.isnan(m.generated_tok_s)
+    assert math.isnan(m.mean_occupancy)
+
+
+def engine_at(tok_s: float) -> EngineMetrics:
+    return EngineMetrics(steps=10, makespan_s=10.0, generated_tokens=1000, generated_tok_s=tok_s,
+                         mean_occupancy=0.5, median_step_s=0.1)
+
+
+def test_disagreement_sign_and_size():
+    assert client_engine_disagreement(101.0, engine_at(100.0)) == pytest.approx(0.01)
+    assert client_engine_disagreement(97.0, engine_at(100.0)) == pytest.approx(-0.03)
+    assert client_engine_disagreement(100.0, engine_at(100.0)) == 0.0
+
+
+def test_disagreement_matches_the_engine_metrics_of_a_table():
+    m = engine_metrics(steps_table(FOUR), batch_size=4)
+    assert client_engine_disagreement(2.2 * 0.9, m) == pytest.approx(-0.1)
+
+
+@pytest.mark.parametrize("engine_tok_s", [math.nan, math.inf, 0.0, -1.0])
+def test_disagreement_is_nan_when_the_engine_figure_is_unknown(engine_tok_s):
+    assert math.isnan(client_engine_disagreement(100.0, engine_at(engine_tok_s)))
+
+
+def test_disagreement_is_nan_for_an_empty_steps_table():
+    assert math.isnan(client_engine_disagreement(100.0, engine_metrics(steps_table([]), batch_size=4)))
