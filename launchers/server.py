@@ -18,6 +18,7 @@ from typing import Literal
 import httpx
 
 from harness.errors import ServerError, UsageError
+from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
 from launchers.process import ensure_port_free, free_port, group_members, stop_group, tail
@@ -35,9 +36,7 @@ SCHEDULER_CLASSES = {
     ("static", False): "launchers.static_scheduler.StaticBatchScheduler",
     ("static", True): "launchers.static_scheduler.AsyncStaticBatchScheduler",
 }
-STEP_LOG_ENV = "BATCHBENCH_STEP_LOG"
 STEP_LOG_FILE = "steps.jsonl"
-BATCH_WAIT_ENV = "BATCHBENCH_STATIC_BATCH_WAIT_S"
 SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30

@@ -31,9 +31,9 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.request_queue import create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from launchers.engine_env import BATCH_WAIT_ENV
 from launchers.step_recorder import StepRecorder
 
-BATCH_WAIT_ENV = "BATCHBENCH_STATIC_BATCH_WAIT_S"
 
 logger = init_logger(__name__)
 

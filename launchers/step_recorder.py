@@ -28,7 +28,8 @@ from typing import Any
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-STEP_LOG_ENV = "BATCHBENCH_STEP_LOG"
+from launchers.engine_env import STEP_LOG_ENV
+
 FLUSH_INTERVAL_S = 0.5
 
 

@@ -105,6 +105,7 @@ def execute(request: RunRequest) -> RunOutcome:
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
 
+    run_tag = secrets.token_hex(4)
     manifest = RunManifest(
         run_id=request.out_dir.name,
         system=request.system,
@@ -121,7 +122,7 @@ def execute(request: RunRequest) -> RunOutcome:
         telemetry_interval_s=request.telemetry_interval_s,
         started_at=time.time(),
         counts=RunCounts(planned=len(items)),
-        run_tag=secrets.token_hex(4),
+        run_tag=run_tag,
     )
     write_manifest(manifest, request.out_dir)
 
@@ -139,9 +140,7 @@ def execute(request: RunRequest) -> RunOutcome:
         timeout=httpx.Timeout(600.0, connect=30.0),
         limits=httpx.Limits(max_connections=users + 8, max_keepalive_connections=users + 8),
     )
-    context = DriverContext(
-        dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag=manifest.run_tag or ""
-    )
+    context = DriverContext(dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag)
     step_log = (request.server or {}).get("step_log")
     steps = StepLogCursor(Path(step_log)) if step_log else None
     environment = Environment(user_classes=[make_user_class(context)], host=request.endpoint.base_url)
@@ -183,7 +182,7 @@ def execute(request: RunRequest) -> RunOutcome:
     records = pq.read_table(request.out_dir / "records.parquet").to_pylist()
     if steps is not None:
         finished = sum(1 for r in records if r["ok"])
-        pq.write_table(steps.read_run(manifest.run_tag or "", finished), request.out_dir / STEPS_FILE)
+        pq.write_table(steps.read_run(run_tag, finished), request.out_dir / STEPS_FILE)
         manifest.engine_steps = True
     counts = RunCounts(
         planned=len(items),
