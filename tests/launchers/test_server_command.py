@@ -73,8 +73,8 @@ def test_step_log_path_reaches_the_engine_environment(tmp_path):
     assert env["BATCHBENCH_STEP_LOG"] == str(tmp_path / "steps.jsonl")
 
 
-@pytest.mark.parametrize(("cores", "expected"), [(2, "yield-engine"), (4, "yield-engine"), (64, "as-launched")])
-def test_auto_layout_yields_the_engine_only_on_small_machines(cores, expected):
+@pytest.mark.parametrize(("cores", "expected"), [(2, "engine-with-worker"), (4, "engine-with-worker"), (64, "as-launched")])
+def test_auto_layout_pins_the_engine_beside_the_worker_only_on_small_machines(cores, expected):
     assert resolve_layout("auto", cores) == expected
     assert resolve_layout("as-launched", cores) == "as-launched"
 
