@@ -76,6 +76,7 @@ def assemble_report(
         details=cell_blocks(cells),
         blocked=blocked,
         summary_extra=headline_summary(rows, cells, smoke),
+        measured=[run.data.manifest for run in assessed],
     )
     return AssembledReport(paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows)
 

@@ -86,18 +86,20 @@ def render_report(
     details: Sequence[Block] = (),
     blocked: Sequence[str] = (),
     summary_extra: Mapping[str, Any] | None = None,
+    measured: Sequence[RunManifest] = (),
 ) -> ReportPaths:
     """Write report.md (+ images/*.png), report.html and summary.json into `out_dir`.
 
     `lead` goes right under the title (the headline), `details` after the overview;
     `blocked` names why no acceptance line may be drawn (unstable cells);
-    `summary_extra` is merged into summary.json.
+    `summary_extra` is merged into summary.json; `measured` are the manifests of every
+    run measured (default: those of `runs`), for the overview's counts and hosts.
     """
     extras = _extras(extras)
     findings = (
         [f"Not judged: {reason}" for reason in blocked] if blocked else check_acceptance(gap_table)
     )
-    metadata = run_metadata([run.data.manifest for run in runs])
+    metadata = run_metadata(list(measured) or [run.data.manifest for run in runs])
     blocks = [
         Heading(extras.title, 1),
         *lead,
