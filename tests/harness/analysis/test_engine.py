@@ -8,7 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.engine import EngineMetrics, client_engine_disagreement, engine_metrics, occupancy_steps
+from harness.analysis.engine import (
+    EngineMetrics,
+    client_engine_disagreement,
+    engine_metrics,
+    front_end_starved_share,
+    occupancy_steps,
+)
 from harness.records import STEP_FIELDS
 
 
@@ -104,3 +110,40 @@ def test_disagreement_is_nan_when_the_engine_figure_is_unknown(engine_tok_s):
 
 def test_disagreement_is_nan_for_an_empty_steps_table():
     assert math.isnan(client_engine_disagreement(100.0, engine_metrics(steps_table([]), batch_size=4)))
+
+
+def queue_steps(rows):
+    """Steps of B=2 from (t_s, end_s, running, waiting, admitted ids)."""
+    frame = steps_table([(t, end, running, running) for t, end, running, _, _ in rows])
+    frame["waiting"] = [waiting for *_, waiting, _ in rows]
+    frame["admitted"] = [admitted for *_, admitted in rows]
+    return frame
+
+
+# Windows held: [0,1) [1,2) [2,4) [4,5): the last step ends at 5.
+QUEUE = [(0.0, 0.5, 1, 0, [0]), (1.0, 1.5, 1, 0, []), (2.0, 3.0, 2, 0, [1]), (4.0, 5.0, 1, 0, [])]
+
+
+def test_a_free_slot_while_a_sent_request_is_missing_counts_as_starved():
+    # Request 1 was sent at 0.5 but only admitted at 2: the steps at 1 (free slot, nothing
+    # waiting, one request sent and not arrived) starve, 1 s of the 5 s window.
+    assert front_end_starved_share(queue_steps(QUEUE), np.array([0.0, 0.5]), batch_size=2) == pytest.approx(0.2)
+
+
+def test_a_free_slot_with_nothing_sent_is_not_starvation():
+    # Request 1 sent at 1.99: it is the client's plan that left the slot free, not the front end.
+    assert front_end_starved_share(queue_steps(QUEUE), np.array([0.0, 1.99]), batch_size=2) == 0.0
+
+
+def test_a_request_within_the_grace_period_does_not_count():
+    # Sent 30 ms before the step at 1.0: still on its way through the API server.
+    assert front_end_starved_share(queue_steps(QUEUE), np.array([0.0, 0.97]), batch_size=2) == 0.0
+
+
+def test_a_full_batch_or_a_queue_is_never_starved():
+    full = [(0.0, 1.0, 2, 0, [0, 1]), (1.0, 2.0, 1, 1, [])]
+    assert front_end_starved_share(queue_steps(full), np.array([0.0, 0.0, 0.0]), batch_size=2) == 0.0
+
+
+def test_starvation_is_nan_without_steps():
+    assert math.isnan(front_end_starved_share(steps_table([]), np.array([0.0]), batch_size=2))
