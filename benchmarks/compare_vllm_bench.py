@@ -5,7 +5,11 @@ fixed 64-token prompts, exactly 256 output tokens (ignore_eos), 128 requests, at
 16 in flight (our closed loop of 16 users; their --max-concurrency 16). Compared:
 output tok/s, median TTFT, median TPOT. Targets: throughput within 3%, medians within 10%.
 
-    .venv/bin/python benchmarks/compare_vllm_bench.py [--reps 3] [--endpoint URL]
+Repetition r of each client runs back to back (who goes first alternates), so each
+metric is compared as the median of the per-repetition ratios ours/theirs, with a 95%
+bootstrap percentile interval (harness.analysis.stats.paired_ratio_ci).
+
+    .venv/bin/python benchmarks/compare_vllm_bench.py [--reps 5] [--endpoint URL]
 
 Writes benchmarks/results/compare_vllm_bench.json and prints a table.
 """
@@ -15,15 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
+from harness.analysis.stats import paired_ratio_ci
 from launchers import resolve_model, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,15 +119,19 @@ def compare(base_url: str, reps: int) -> dict:
                 print(f"rep {rep} {name}: {results[name][-1]}", flush=True)
     summary = {}
     for metric in ("output_tok_s", "median_ttft_ms", "median_tpot_ms", "client_cpu_ms_per_1k_tokens"):
-        a = statistics.median(r[metric] for r in results["ours"])
-        b = statistics.median(r[metric] for r in results["vllm_bench_serve"])
-        summary[metric] = {"ours": a, "vllm_bench_serve": b, "relative_difference": a / b - 1}
+        a = [r[metric] for r in results["ours"]]
+        b = [r[metric] for r in results["vllm_bench_serve"]]
+        ratio = paired_ratio_ci(a, b)
+        summary[metric] = {
+            "ours": float(np.median(a)), "vllm_bench_serve": float(np.median(b)),
+            "relative_difference": ratio.point - 1, "interval": [ratio.low - 1, ratio.high - 1], "method": ratio.method,
+        }
     return {"runs": results, "summary": summary, "reps": reps, "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--endpoint", help="a running server serving 'tiny' (default: launch one)")
     parser.add_argument("--telemetry-interval-s", default="0.25", help="our driver's /metrics polling")
     parser.add_argument("--result", default="compare_vllm_bench.json", help="file name under benchmarks/results/")
@@ -137,9 +147,11 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / args.result
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
-    print(f"\n{'metric':28} {'ours':>10} {'vllm bench':>11} {'diff':>8}")
+    print(f"\n{'metric':28} {'ours':>10} {'vllm bench':>11} {'diff':>8}  95% interval")
     for metric, row in report["summary"].items():
-        print(f"{metric:28} {row['ours']:10.2f} {row['vllm_bench_serve']:11.2f} {row['relative_difference']:+8.1%}")
+        low, high = row["interval"]
+        print(f"{metric:28} {row['ours']:10.2f} {row['vllm_bench_serve']:11.2f} {row['relative_difference']:+8.1%}"
+              f"  [{low:+.1%}, {high:+.1%}]")
 
 
 if __name__ == "__main__":

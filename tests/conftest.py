@@ -61,11 +61,17 @@ class StreamedCompletion:
 
 
 def stream_completion(
-    client: httpx.Client, model: str, prompt: str, tokens: int, result: StreamedCompletion | None = None
+    client: httpx.Client,
+    model: str,
+    prompt: str,
+    tokens: int,
+    result: StreamedCompletion | None = None,
+    request_id: str | None = None,
 ) -> StreamedCompletion:
     """Send one streamed completion of exactly `tokens` tokens and time it.
 
-    Pass `result` to watch the timings fill in from another thread while it streams.
+    Pass `result` to watch the timings fill in from another thread while it streams, and
+    `request_id` (an X-Request-Id) to find the request in the engine's step log.
     """
     body = {
         "model": model,
@@ -79,7 +85,8 @@ def stream_completion(
     result = result or StreamedCompletion(sent=0.0)
     result.sent = time.time()
     decoder = SSEDecoder()
-    with client.stream("POST", "/v1/completions", json=body, timeout=120) as response:
+    headers = {"X-Request-Id": request_id} if request_id else {}
+    with client.stream("POST", "/v1/completions", json=body, headers=headers, timeout=120) as response:
         response.raise_for_status()
         for chunk in response.iter_raw():
             now = time.time()

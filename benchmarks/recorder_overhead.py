@@ -1,0 +1,83 @@
+"""What the engine step recorder costs: continuous throughput with and without it.
+
+Each repetition starts two continuous servers in turn, one with the recorder
+(launchers.step_recorder, as every launched server runs) and one on vLLM's own
+scheduler class, and measures the same workload through the harness on each. The
+order alternates between repetitions (AB, BA, ...) so a drift of the machine's speed
+lands on both arms alike. A fresh server per run: the arm is a server argument.
+
+Reported: each arm's output tok/s per repetition, and the paired ratio recorded/plain
+with a 95% bootstrap interval (harness.analysis.stats). The target is a cost <= 1%.
+
+    .venv/bin/python benchmarks/recorder_overhead.py [--reps 5] [--workload cpu-fixed-closed16]
+
+Writes benchmarks/results/recorder_overhead.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import tempfile
+from pathlib import Path
+
+from harness.analysis.metrics import metrics_for_run
+from harness.analysis.rundir import load_run
+from harness.analysis.stats import median_ci, paired_ratio_ci
+from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
+from harness.driver.runner import RunRequest, execute
+from harness.workload import load_specs
+from launchers import start
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 16
+# The last --scheduler-cls wins: this puts vLLM's own scheduler back in place of the recorder.
+PLAIN_SCHEDULER = ("--scheduler-cls", "vllm.v1.core.sched.scheduler.Scheduler")
+ARMS = {"recorded": (), "plain": PLAIN_SCHEDULER}
+
+
+def measure(arm: str, workload: str, scratch: Path) -> float:
+    """Output tok/s of one run of `workload` on a fresh continuous server of this arm."""
+    spec = load_specs([workload])[0]
+    with start("continuous", "tiny", BATCH, extra_args=ARMS[arm], log_dir=scratch / "server") as server:
+        endpoint = probe_endpoint(server.base_url, {}, None)
+        warm_up(endpoint, {}, BATCH, "hello " * 8)
+        out = scratch / "run"
+        execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
+                           tokenizer=load_tokenizer(None, endpoint), out_dir=out,
+                           server=dataclasses.asdict(server.info), warmup=False, progress=lambda line: None))
+        steps_recorded = (out / "steps.parquet").exists() and load_run(out).steps is not None
+        if steps_recorded != (arm == "recorded"):
+            raise SystemExit(f"{arm} arm: the step log was {'' if steps_recorded else 'not '}written")
+        return metrics_for_run(load_run(out)).output_tok_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--workload", default="cpu-fixed-closed16")
+    args = parser.parse_args()
+    results: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    for rep in range(args.reps):
+        order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
+        for arm in order:
+            with tempfile.TemporaryDirectory() as scratch:
+                results[arm].append(measure(arm, args.workload, Path(scratch)))
+            print(f"rep {rep + 1} {arm}: {results[arm][-1]:.1f} output tok/s", flush=True)
+    ratio = paired_ratio_ci(results["recorded"], results["plain"])
+    summary = {
+        "workload": args.workload,
+        "output_tok_s": results,
+        "median_output_tok_s": {arm: median_ci(values).point for arm, values in results.items()},
+        "recorded_over_plain": dataclasses.asdict(ratio),
+    }
+    out = ROOT / "benchmarks" / "results" / "recorder_overhead.json"
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    for arm, values in results.items():
+        print(f"{arm:9s} " + " ".join(f"{value:8.1f}" for value in values))
+    print(f"recorded / plain: {ratio.point:.4f} (95% {ratio.low:.4f}-{ratio.high:.4f}, {ratio.method})")
+
+
+if __name__ == "__main__":
+    main()
