@@ -132,6 +132,11 @@ def build_command(
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
     if step_log is not None:
         env[STEP_LOG_ENV] = str(step_log)
+    # Every request's prompt is computed, as in the experiment we reproduce (vLLM had no
+    # prefix cache in 2023). With it on, a repetition re-sent the same prompts and found
+    # up to 75% of them cached, so a run's cost depended on what ran before it.
+    # `--vllm-arg=--enable-prefix-caching` turns it back on (the last flag wins).
+    argv += ["--no-enable-prefix-caching"]
     argv += list(spec.extra_args)
     return argv, env
 

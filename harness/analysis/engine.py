@@ -77,16 +77,17 @@ def front_end_starved_share(steps: pd.DataFrame, sent_s: np.ndarray, batch_size:
     """Share of the engine window spent with a free slot while sent requests had not arrived.
 
     `sent_s` holds the client's send times of the run's requests (the same wall clock as
-    the step log: one machine). NaN when there are no steps.
+    the step log: one machine). A sent request is in the engine once it is admitted or
+    waiting there; the rest are still in the front end. NaN when there are no steps.
     """
     if steps.empty:
         return math.nan
     ordered = steps.sort_values("t_s")
     starts = ordered["t_s"].to_numpy(dtype=float)
     held = np.diff(np.append(starts, float(ordered["end_s"].max())))
-    admitted = ordered["admitted"].map(len).to_numpy()
-    admitted_before = np.concatenate([[0], np.cumsum(admitted)[:-1]])
+    # `waiting` is counted after the step's own admissions, so they are counted with it.
+    in_engine = np.cumsum(ordered["admitted"].map(len).to_numpy()) + ordered["waiting"].to_numpy()
     sent_before = np.searchsorted(np.sort(np.asarray(sent_s, dtype=float)), starts - FRONT_END_GRACE_S)
     free_slot = (ordered["running"] + ordered["waiting"]).to_numpy() < batch_size
-    starved = free_slot & (sent_before > admitted_before)
+    starved = free_slot & (sent_before > in_engine)
     return float(held[starved].sum() / held.sum()) if held.sum() > 0 else math.nan

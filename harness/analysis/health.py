@@ -13,9 +13,9 @@ The limits, and why (each was seen to matter on a 2-core machine, README "Two co
 - front-end starvation <= 5% of the engine window (engine.front_end_starved_share):
   a batch slot free while a sent request had not reached the engine means the API
   server or the client set the pace, not the batching policy. Every burst starts so
-  while the API server takes in a few hundred requests (measured 0.4-0.8 s, 1.6-3.6%
-  of a 21-25 s run); a front end that set the pace measured 7.6-29%. 5% is also the
-  precision a cell is held to.
+  while the API server takes in a few hundred requests (measured 0-3.6% of 17-80 s
+  runs); a front end that set the pace measured 7.6-29%. 5% is also the precision a
+  cell is held to.
 - client event-loop lag p99 <= 20 ms, and client CPU share <= 0.9 of a core: a
   client short of CPU timestamps late and throttles the load. With the engine's step
   log at hand the lag is a note: the client-vs-engine agreement judges the figure.

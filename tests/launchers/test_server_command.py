@@ -115,3 +115,12 @@ def test_spec_rejects_bad_values(kwargs, message):
 def test_missing_model_path_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="model path does not exist"):
         resolve_model(str(tmp_path / "no-such-model"))
+
+
+@pytest.mark.parametrize("mode", ["continuous", "static"])
+def test_prefix_caching_is_off_unless_asked_for(mode):
+    # A repetition re-sends the same prompts: a prefix cache would make it cheaper than the first.
+    argv, _ = argv_for(mode, "tiny", CPU)
+    assert "--no-enable-prefix-caching" in argv
+    asked, _ = argv_for(mode, "tiny", CPU, extra_args=("--enable-prefix-caching",))
+    assert asked.index("--enable-prefix-caching") > asked.index("--no-enable-prefix-caching")  # the last flag wins

@@ -140,6 +140,13 @@ def test_a_request_within_the_grace_period_does_not_count():
     assert front_end_starved_share(queue_steps(QUEUE), np.array([0.0, 0.97]), batch_size=2) == 0.0
 
 
+def test_requests_waiting_in_the_engine_are_not_in_the_front_end():
+    # Static draining: one running, one waiting in the engine (held back by the scheduler),
+    # none left in the front end: a free slot, but the front end did not cause it.
+    draining = [(0.0, 1.0, 2, 1, [0, 1]), (1.0, 2.0, 1, 1, []), (2.0, 3.0, 1, 0, [2])]
+    assert front_end_starved_share(queue_steps(draining), np.array([0.0, 0.0, 0.0]), batch_size=3) == 0.0
+
+
 def test_a_full_batch_or_a_queue_is_never_starved():
     full = [(0.0, 1.0, 2, 0, [0, 1]), (1.0, 2.0, 1, 1, [])]
     assert front_end_starved_share(queue_steps(full), np.array([0.0, 0.0, 0.0]), batch_size=2) == 0.0
