@@ -10,6 +10,9 @@ Pure functions, no I/O. Definitions:
   idle gap before the next step (the batch is what it is until the next step).
 - Agreement: client generated_tok_s / engine generated_tok_s - 1. The client's window
   adds the network and streaming at both ends; on one machine that is milliseconds.
+- Starved share: the part of the window in which the engine had a free row and
+  nothing waiting, before it admitted the run's last request: time lost because the
+  client had not delivered requests yet, which no step model predicts.
 """
 
 from __future__ import annotations
@@ -51,6 +54,18 @@ def engine_metrics(steps: pd.DataFrame, batch_size: int) -> EngineMetrics:
         mean_occupancy=occupancy,
         median_step_s=float((steps["end_s"] - steps["t_s"]).median()),
     )
+
+
+def starved_share(steps: pd.DataFrame, batch_size: int) -> float:
+    """Share of the engine window starved of requests (see the module docstring); NaN if empty."""
+    if steps.empty:
+        return math.nan
+    ordered = steps.sort_values("t_s").reset_index(drop=True)
+    held = np.diff(np.append(ordered["t_s"].to_numpy(dtype=float), float(ordered["end_s"].max())))
+    admitting = ordered.index[ordered["admitted"].map(len) > 0]
+    before_last = ordered.index < (admitting.max() if len(admitting) else 0)
+    starved = (ordered["running"] < batch_size) & (ordered["waiting"] == 0) & before_last
+    return float(held[starved.to_numpy()].sum() / held.sum()) if held.sum() > 0 else math.nan
 
 
 def occupancy_steps(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

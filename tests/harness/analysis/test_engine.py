@@ -8,7 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.engine import EngineMetrics, client_engine_disagreement, engine_metrics, occupancy_steps
+from harness.analysis.engine import (
+    EngineMetrics,
+    client_engine_disagreement,
+    engine_metrics,
+    occupancy_steps,
+    starved_share,
+)
 from harness.records import STEP_FIELDS
 
 
@@ -104,3 +110,13 @@ def test_disagreement_is_nan_when_the_engine_figure_is_unknown(engine_tok_s):
 
 def test_disagreement_is_nan_for_an_empty_steps_table():
     assert math.isnan(client_engine_disagreement(100.0, engine_metrics(steps_table([]), batch_size=4)))
+
+
+def test_starved_share_counts_free_rows_with_nothing_waiting_before_the_last_admission():
+    table = steps_table([(0.0, 0.5, 1, 1), (1.0, 1.5, 4, 4), (2.0, 3.0, 2, 2), (4.0, 5.0, 2, 2)])
+    table["waiting"] = [0, 3, 0, 0]
+    table["admitted"] = [[0], [1, 2, 3], [4], []]
+    # Step 0 (1 of 4 rows, nothing waiting, held 1 s) starved; step 1 is full; step 2 is the
+    # last admission, and the tail after it is no one's fault: 1 s of 5.
+    assert starved_share(table, batch_size=4) == pytest.approx(0.2)
+    assert math.isnan(starved_share(table.iloc[0:0], batch_size=4))
