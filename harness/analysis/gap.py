@@ -163,7 +163,7 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
-def check_acceptance(table: pd.DataFrame, tolerance: float = 0.15, beat_above: int = 32) -> list[str]:
+def check_acceptance(table: pd.DataFrame, tolerance: float = 0.10, beat_above: int = 32) -> list[str]:
     """Human-readable findings on a `gap_table`, each starting PASS, FAIL or SKIP.
 
     Checks: static/naive (the acceptance check), continuous/static and continuous/naive
