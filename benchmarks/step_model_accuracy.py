@@ -8,9 +8,9 @@ Per (system, cap) it prints the median over repetitions of the measured total to
 client measured it and over the engine's own window, the prediction, and the error
 measured / predicted - 1. The in-sample prediction (model fitted on every run of the
 server, this cell's included) is printed beside it, to show how much holding out
-costs, and the share of the engine's window it sat starved of requests the client
-had not yet sent (engine.starved_share), which no step model can predict (for naive
-it includes the waits between waves, which the prediction does model). The
+costs, and the share of the engine's window in which a batch slot was free while a
+request the client had sent had not reached the engine
+(engine.front_end_starved_share), which no step model can predict. The
 issue-7 target: |error| <= 10% everywhere.
 
     .venv/bin/python benchmarks/step_model_accuracy.py REPRODUCTION_DIR [--out FILE]
@@ -26,7 +26,7 @@ import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-from harness.analysis.engine import engine_metrics, starved_share
+from harness.analysis.engine import engine_metrics, front_end_starved_share
 from harness.analysis.gap import predict_for_run, spread_level
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import RunData, load_run
@@ -66,7 +66,9 @@ def per_run(runs: list[RunData]) -> list[dict]:
             "predicted_total_tok_s": fitted.prediction.total_tok_s,
             "held_out": fitted.held_out,
             "in_sample_predicted_total_tok_s": own.total_tok_s,
-            "engine_starved_share": starved_share(run.steps, run.manifest.batch_size),
+            "engine_starved_share": front_end_starved_share(
+                run.steps, run.records["sent_s"].to_numpy(), run.manifest.batch_size
+            ),
         })
     return rows
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.engine import EngineMetrics, engine_metrics
+from harness.analysis.engine import EngineMetrics, engine_metrics, front_end_starved_share
 from harness.analysis.gap import GapEntry, Level
 from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
 from harness.analysis.metrics import RunMetrics
@@ -65,6 +65,9 @@ def assess_run(data: RunData, metrics: RunMetrics, entry: GapEntry) -> AssessedR
     health = run_health(
         makespan_s=metrics.makespan_s,
         lateness_p99_s=metrics.lateness_s.p99,
+        burst=data.manifest.workload.get("arrival", {}).get("kind") == "burst",
+        front_end_starved=(front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
+                           if engine is not None else math.nan),
         loop_lag_p99_s=client.loop_lag_p99_s if client else None,
         client_cpu_share=client.cpu_share if client else None,
         client_generated_tokens=metrics.generated_tokens,

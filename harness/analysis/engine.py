@@ -10,9 +10,10 @@ Pure functions, no I/O. Definitions:
   idle gap before the next step (the batch is what it is until the next step).
 - Agreement: client generated_tok_s / engine generated_tok_s - 1. The client's window
   adds the network and streaming at both ends; on one machine that is milliseconds.
-- Starved share: the part of the window in which the engine had a free row and
-  nothing waiting, before it admitted the run's last request: time lost because the
-  client had not delivered requests yet, which no step model predicts.
+- Front-end starvation: the share of the engine window in which the batch had a free
+  slot (running + waiting < B) while a request the client had already sent was not yet
+  in the engine. Then the API server or the client, not the batching policy, set the
+  pace. A request gets `FRONT_END_GRACE_S` to reach the engine before it counts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+
+FRONT_END_GRACE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -56,18 +60,6 @@ def engine_metrics(steps: pd.DataFrame, batch_size: int) -> EngineMetrics:
     )
 
 
-def starved_share(steps: pd.DataFrame, batch_size: int) -> float:
-    """Share of the engine window starved of requests (see the module docstring); NaN if empty."""
-    if steps.empty:
-        return math.nan
-    ordered = steps.sort_values("t_s").reset_index(drop=True)
-    held = np.diff(np.append(ordered["t_s"].to_numpy(dtype=float), float(ordered["end_s"].max())))
-    admitting = ordered.index[ordered["admitted"].map(len) > 0]
-    before_last = ordered.index < (admitting.max() if len(admitting) else 0)
-    starved = (ordered["running"] < batch_size) & (ordered["waiting"] == 0) & before_last
-    return float(held[starved.to_numpy()].sum() / held.sum()) if held.sum() > 0 else math.nan
-
-
 def occupancy_steps(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(step start times, requests running in each step): the exact batch size over time."""
     ordered = steps.sort_values("t_s")
@@ -79,3 +71,22 @@ def client_engine_disagreement(client_generated_tok_s: float, engine: EngineMetr
     if not math.isfinite(engine.generated_tok_s) or engine.generated_tok_s <= 0:
         return math.nan
     return client_generated_tok_s / engine.generated_tok_s - 1.0
+
+
+def front_end_starved_share(steps: pd.DataFrame, sent_s: np.ndarray, batch_size: int) -> float:
+    """Share of the engine window spent with a free slot while sent requests had not arrived.
+
+    `sent_s` holds the client's send times of the run's requests (the same wall clock as
+    the step log: one machine). NaN when there are no steps.
+    """
+    if steps.empty:
+        return math.nan
+    ordered = steps.sort_values("t_s")
+    starts = ordered["t_s"].to_numpy(dtype=float)
+    held = np.diff(np.append(starts, float(ordered["end_s"].max())))
+    admitted = ordered["admitted"].map(len).to_numpy()
+    admitted_before = np.concatenate([[0], np.cumsum(admitted)[:-1]])
+    sent_before = np.searchsorted(np.sort(np.asarray(sent_s, dtype=float)), starts - FRONT_END_GRACE_S)
+    free_slot = (ordered["running"] + ordered["waiting"]).to_numpy() < batch_size
+    starved = free_slot & (sent_before > admitted_before)
+    return float(held[starved].sum() / held.sum()) if held.sum() > 0 else math.nan

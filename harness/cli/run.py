@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness.cli.serve import add_server_arguments, start_from_args
+from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from launchers import MODES
 
@@ -34,7 +35,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan")
     parser.add_argument("--telemetry-interval-s", type=float, default=0.25, help="how often to poll /metrics")
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up batches")
-    parser.add_argument("--max-users", type=int, default=1024, help="most concurrent users for open-loop arrivals")
+    parser.add_argument(
+        "--max-users", type=int, default=DEFAULT_MAX_USERS,
+        help=f"most concurrent users for open-loop arrivals (default {DEFAULT_MAX_USERS})",
+    )
     add_server_arguments(parser)
     parser.set_defaults(handler=run)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import resource
 import secrets
 import sys
 import time
@@ -30,7 +31,7 @@ from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
 from harness.driver.journal import RunJournal
 from harness.driver.steps import StepLogCursor
 from harness.driver.user import DriverContext, make_user_class
-from harness.driver.work import build_work, user_count
+from harness.driver.work import DEFAULT_MAX_USERS, build_work, user_count
 from harness.errors import UsageError
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
 from harness.records import MANIFEST_FILE, PLAN_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
@@ -57,7 +58,7 @@ class RunRequest:
     headers: dict[str, str] = field(default_factory=dict)
     server: dict[str, Any] | None = None
     telemetry_interval_s: float = 0.25
-    max_users: int = 1024
+    max_users: int = DEFAULT_MAX_USERS
     warmup: bool = True
     ui: bool = False
     ui_port: int = 8089
@@ -91,6 +92,21 @@ def write_manifest(manifest: RunManifest, out_dir: Path) -> None:
     staging = out_dir / (MANIFEST_FILE + ".tmp")
     staging.write_text(manifest.model_dump_json(indent=2))
     staging.replace(out_dir / MANIFEST_FILE)
+
+
+# Sockets beyond the users' own: telemetry, the step log, parquet files, Locust's own.
+_SPARE_FILES = 256
+
+
+def _allow_open_files(users: int) -> None:
+    """Raise this process's open-file limit to hold one socket per user, or say why not."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = users + _SPARE_FILES
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            raise UsageError(f"{users} concurrent users need {needed} open files, but the hard limit is {hard}:"
+                             " lower --max-users or raise `ulimit -Hn`")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def execute(request: RunRequest) -> RunOutcome:
@@ -133,6 +149,7 @@ def execute(request: RunRequest) -> RunOutcome:
     dispatcher = Dispatcher(items, duration_s=plan.duration_s)
     journal = RunJournal(request.out_dir)
     users = user_count(plan, request.system, request.batch_size, request.max_users)
+    _allow_open_files(users)
     client = httpx.Client(
         base_url=request.endpoint.base_url,
         headers=request.headers,

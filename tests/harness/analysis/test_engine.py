@@ -12,8 +12,8 @@ from harness.analysis.engine import (
     EngineMetrics,
     client_engine_disagreement,
     engine_metrics,
+    front_end_starved_share,
     occupancy_steps,
-    starved_share,
 )
 from harness.records import STEP_FIELDS
 
@@ -112,11 +112,38 @@ def test_disagreement_is_nan_for_an_empty_steps_table():
     assert math.isnan(client_engine_disagreement(100.0, engine_metrics(steps_table([]), batch_size=4)))
 
 
-def test_starved_share_counts_free_rows_with_nothing_waiting_before_the_last_admission():
-    table = steps_table([(0.0, 0.5, 1, 1), (1.0, 1.5, 4, 4), (2.0, 3.0, 2, 2), (4.0, 5.0, 2, 2)])
-    table["waiting"] = [0, 3, 0, 0]
-    table["admitted"] = [[0], [1, 2, 3], [4], []]
-    # Step 0 (1 of 4 rows, nothing waiting, held 1 s) starved; step 1 is full; step 2 is the
-    # last admission, and the tail after it is no one's fault: 1 s of 5.
-    assert starved_share(table, batch_size=4) == pytest.approx(0.2)
-    assert math.isnan(starved_share(table.iloc[0:0], batch_size=4))
+def queue_steps(rows):
+    """Steps of B=2 from (t_s, end_s, running, waiting, admitted ids)."""
+    frame = steps_table([(t, end, running, running) for t, end, running, _, _ in rows])
+    frame["waiting"] = [waiting for *_, waiting, _ in rows]
+    frame["admitted"] = [admitted for *_, admitted in rows]
+    return frame
+
+
+# Windows held: [0,1) [1,2) [2,4) [4,5): the last step ends at 5.
+QUEUE = [(0.0, 0.5, 1, 0, [0]), (1.0, 1.5, 1, 0, []), (2.0, 3.0, 2, 0, [1]), (4.0, 5.0, 1, 0, [])]
+
+
+def test_a_free_slot_while_a_sent_request_is_missing_counts_as_starved():
+    # Request 1 was sent at 0.5 but only admitted at 2: the steps at 1 (free slot, nothing
+    # waiting, one request sent and not arrived) starve, 1 s of the 5 s window.
+    assert front_end_starved_share(queue_steps(QUEUE), np.array([0.0, 0.5]), batch_size=2) == pytest.approx(0.2)
+
+
+def test_a_free_slot_with_nothing_sent_is_not_starvation():
+    # Request 1 sent at 1.99: it is the client's plan that left the slot free, not the front end.
+    assert front_end_starved_share(queue_steps(QUEUE), np.array([0.0, 1.99]), batch_size=2) == 0.0
+
+
+def test_a_request_within_the_grace_period_does_not_count():
+    # Sent 30 ms before the step at 1.0: still on its way through the API server.
+    assert front_end_starved_share(queue_steps(QUEUE), np.array([0.0, 0.97]), batch_size=2) == 0.0
+
+
+def test_a_full_batch_or_a_queue_is_never_starved():
+    full = [(0.0, 1.0, 2, 0, [0, 1]), (1.0, 2.0, 1, 1, [])]
+    assert front_end_starved_share(queue_steps(full), np.array([0.0, 0.0, 0.0]), batch_size=2) == 0.0
+
+
+def test_starvation_is_nan_without_steps():
+    assert math.isnan(front_end_starved_share(steps_table([]), np.array([0.0]), batch_size=2))

@@ -20,6 +20,8 @@ def healthy(**overrides):
     kwargs = dict(
         makespan_s=60.0,
         lateness_p99_s=0.002,
+        burst=False,
+        front_end_starved=0.001,
         loop_lag_p99_s=0.003,
         client_cpu_share=0.4,
         client_generated_tokens=12_000,
@@ -43,7 +45,7 @@ def test_a_healthy_run_is_stable_with_no_reasons_or_notes():
     assert health.notes == []
     assert names(health) == {
         "makespan", "send lateness p99", "client loop lag p99", "client CPU share", "/metrics latency p99",
-        "telemetry gap", "coalesced tokens", "client vs engine", "token count",
+        "telemetry gap", "coalesced tokens", "front-end starvation", "client vs engine", "token count",
     }
 
 
@@ -56,6 +58,7 @@ def test_a_healthy_run_is_stable_with_no_reasons_or_notes():
         ({"client_generated_tok_s": 206.0}, "client vs engine", "+3.0%"),
         ({"client_generated_tok_s": 194.0}, "client vs engine", "-3.0%"),
         ({"client_generated_tokens": 11_990}, "token count", "11990 tokens, engine generated 12000"),
+        ({"front_end_starved": 0.076}, "front-end starvation", "for 7.6% of the run"),
     ],
 )
 def test_each_unstable_limit_breaks_the_verdict_with_a_reason(overrides, check, words):
@@ -70,7 +73,8 @@ def test_each_unstable_limit_breaks_the_verdict_with_a_reason(overrides, check, 
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"makespan_s": 20.0}, {"lateness_p99_s": 0.020}, {"client_cpu_share": 0.9}, {"client_generated_tok_s": 203.9}],
+    [{"makespan_s": 20.0}, {"lateness_p99_s": 0.020}, {"client_cpu_share": 0.9}, {"client_generated_tok_s": 203.9},
+     {"front_end_starved": 0.05}],
 )
 def test_values_at_or_inside_the_limits_pass(overrides):
     assert run_health(**healthy(**overrides)).stable
@@ -92,8 +96,23 @@ def test_loop_lag_makes_the_run_unstable_without_engine_steps(engine):
     health = run_health(**healthy(loop_lag_p99_s=0.080, engine=engine))
     assert not health.stable
     assert health.reasons == ["client event loop lagged: p99 80 ms"]
-    # Without engine steps there is nothing to agree with: neither engine check is made.
-    assert "client vs engine" not in names(health) and "token count" not in names(health)
+    # Without engine steps there is nothing to agree with: no engine check is made.
+    assert not names(health) & {"client vs engine", "token count", "front-end starvation"}
+
+
+def test_a_late_burst_is_a_note_when_the_engine_says_it_was_not_starved():
+    # 600 requests due at once take any client a few hundred ms to send; the engine's
+    # log says whether it waited for them (front-end starvation), and it did not.
+    health = run_health(**healthy(burst=True, lateness_p99_s=0.380))
+    assert health.stable
+    assert health.notes == ["client sent late: p99 380 ms behind plan"]
+
+
+@pytest.mark.parametrize("burst", [True, False], ids=["burst", "paced"])
+def test_a_late_send_is_unstable_without_engine_steps_or_when_paced(burst):
+    engine = None if burst else ENGINE
+    health = run_health(**healthy(burst=burst, lateness_p99_s=0.380, engine=engine))
+    assert health.reasons == ["client sent late: p99 380 ms behind plan"]
 
 
 def test_without_engine_steps_a_lag_inside_the_limit_is_stable():
@@ -119,6 +138,7 @@ def test_unknown_values_skip_their_checks():
     health = run_health(**healthy(
         makespan_s=math.nan, lateness_p99_s=math.nan, loop_lag_p99_s=None, client_cpu_share=None,
         metrics_latency_p99_s=math.nan, telemetry_max_gap_s=math.nan, coalesced_share=math.nan,
+        front_end_starved=math.nan,
     ))
     assert health.stable
     assert names(health) == {"client vs engine", "token count"}
