@@ -1,7 +1,8 @@
-"""A sweep: many (system, workload) runs against one server.
+"""A sweep: many (system, workload) runs against one or more servers.
 
-A sweep over spread levels is just a list of specs; each becomes one run directory
-named `<system>-<workload>[-rN]` under the sweep's runs directory.
+A sweep over spread levels is just a list of cells, each a (system, workload, server);
+each run of a cell becomes one run directory named `<system>-<workload>[-rN]` under
+the sweep's runs directory.
 """
 
 from __future__ import annotations
@@ -27,27 +28,38 @@ class SweepTarget:
     headers: dict[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class SweepCell:
+    """One system on one workload, and the server its runs go to."""
+
+    system: str
+    spec: WorkloadSpec
+    target: SweepTarget
+
+
 def run_cells(
-    target: SweepTarget,
-    cells: Sequence[tuple[str, WorkloadSpec]],
+    cells: Sequence[SweepCell],
     runs_dir: Path,
     repetitions: int,
     progress: Callable[[str], None],
 ) -> list[Path]:
-    """Run each (system, spec) `repetitions` times; return the run directories.
+    """Run each cell `repetitions` times, in the order given; return the run directories.
 
-    Repetitions are interleaved (every cell once, then every cell again), so a drift
-    of the machine's speed lands on every cell alike instead of on one of them.
+    Repetitions are interleaved (every cell once, then every cell again), across
+    servers too: the servers stay up side by side (an idle vLLM server sleeps), so a
+    drift of the machine's speed lands on every system alike, static included, instead
+    of on the server that happened to run later.
     """
-    headers = target.headers or {}
-    warm_up(target.endpoint, headers, target.batch_size, "hello " * 8)
+    targets = list({id(cell.target): cell.target for cell in cells}.values())
+    for target in targets:
+        warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8)
     made = []
     for rep in range(repetitions):
-        for system, spec in cells:
+        for cell in cells:
             suffix = f"-r{rep + 1}" if repetitions > 1 else ""
-            out = runs_dir / f"{system}-{spec.name}{suffix}"
-            progress(f"[{system}] {spec.name}{suffix}")
-            execute(_request(target, spec, system, out, progress))
+            out = runs_dir / f"{cell.system}-{cell.spec.name}{suffix}"
+            progress(f"[{cell.system}] {cell.spec.name}{suffix}")
+            execute(_request(cell.target, cell.spec, cell.system, out, progress))
             made.append(out)
     return made
 

@@ -1,7 +1,8 @@
 """`batchbench reproduce`: the Anyscale-style sweep end to end, and its report.
 
-One server start per mode: the continuous server hosts the continuous runs and the
-naive padded waves; the static server hosts the static runs. There is no separate
+One server start per mode, both up for the whole sweep: the continuous server hosts
+the continuous runs and the naive padded waves, the static server the static runs, and
+every repetition runs each workload on all three systems back to back. There is no separate
 calibration phase: the predictions come from step-cost models fitted on the runs'
 own engine steps (harness.analysis.step_predict).
 """
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import require_new_dir
     from harness.report.assemble import assemble_report
-    from harness.sweep import SweepTarget, run_cells
+    from harness.sweep import SweepCell, SweepTarget, run_cells
     from harness.workload import load_specs
 
     began = time.monotonic()
@@ -107,18 +108,19 @@ def run(args: argparse.Namespace) -> int:
         info = probe_endpoint(url, {}, None if endpoint else args.model)
         return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
 
-    run_dirs: list[Path] = []
-    with contextlib.ExitStack() as stack:
-        target = target_for("continuous", args.endpoint, stack)
-        cells = [(system, spec) for system in ("continuous", "naive") for spec in specs]
-        run_dirs += run_cells(target, cells, runs_dir, repetitions, say)
     skipped = []
-    if args.endpoint and not args.static_endpoint:
-        skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
-    else:
-        with contextlib.ExitStack() as stack:
-            target = target_for("static", args.static_endpoint, stack)
-            run_dirs += run_cells(target, [("static", spec) for spec in specs], runs_dir, repetitions, say)
+    with contextlib.ExitStack() as stack:
+        continuous = target_for("continuous", args.endpoint, stack)
+        static = None
+        if args.endpoint and not args.static_endpoint:
+            skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
+        else:
+            static = target_for("static", args.static_endpoint, stack)
+        # Per workload the three systems back to back, so each repetition's ratios compare
+        # runs minutes apart at most.
+        systems = (("continuous", continuous), ("static", static), ("naive", continuous))
+        cells = [SweepCell(system, spec, target) for spec in specs for system, target in systems if target is not None]
+        run_dirs = run_cells(cells, runs_dir, repetitions, say)
     say("analysing and rendering the report")
     report = assemble_report(run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick)
     minutes = (time.monotonic() - began) / 60
