@@ -34,9 +34,6 @@ from harness.records import (
 )
 from harness.workload.spec import describe_validation_error
 
-CALIBRATION_FILE = "calibration.json"
-
-
 @dataclass(frozen=True, eq=False)
 class RunData:
     """Everything one finished run directory holds."""
@@ -47,7 +44,6 @@ class RunData:
     tokens: pd.DataFrame
     telemetry: pd.DataFrame
     plan: dict[str, Any] | None
-    calibration: dict[str, Any] | None
     # The engine's own step log (records.STEP_FIELDS); None for servers we did not launch.
     steps: pd.DataFrame | None = None
 
@@ -70,7 +66,6 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
         tokens=_read_table(root / TOKENS_FILE, TOKEN_SCHEMA),
         telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, optional=("latency_s",)),
         plan=_read_optional_json(root / PLAN_FILE),
-        calibration=_read_optional_json(root / CALIBRATION_FILE),
         steps=_read_table(root / STEPS_FILE, STEP_SCHEMA) if manifest.engine_steps else None,
     )
 

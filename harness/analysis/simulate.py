@@ -13,9 +13,14 @@ Conventions (shared by every system):
 - Requests are admitted first come, first served (ties in arrival by index), into the
   lowest free row.
 
-The simulation is event driven: a step's cost depends only on how many sequences are
-in it, which changes only when a request joins or finishes, so runs of identical
-steps are taken in one jump.
+- A sequence's context in a step is the tokens it attends to: its prompt in its
+  admission step, one more in each step after. A step's context is the sum over its
+  sequences; a naive row's prompt is the wave's longest.
+
+The simulation is event driven: which sequences are in a step changes only when a
+request joins or finishes, so a run of steps between two such events is taken in one
+jump, its steps' costs asked of the step model together (step_cost.StepCost: by batch
+size only, or also by context and prefill).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 
+from harness.analysis.step_cost import StepCost
 from harness.errors import UsageError
 
 SystemName = Literal["continuous", "static", "naive"]
@@ -93,6 +99,11 @@ class StepTimeModel:
         value = ys[left] + slope * (active - xs[left])
         return max(value, _MIN_STEP_FRACTION * min(ys))
 
+    def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
+        """Seconds of each step of a run (step_cost.StepCost): context does not change the cost."""
+        step_s = self.step_time(active) + self.prefill_s_per_token * prefill_tokens
+        return np.full(len(context_tokens), step_s)
+
 
 @dataclass(frozen=True, eq=False)
 class ScheduleResult:
@@ -129,20 +140,26 @@ def simulate(
     system: SystemName,
     output_tokens: Sequence[int] | np.ndarray,
     B: int,
-    step_model: StepTimeModel,
+    step_model: StepCost,
     prompt_tokens: Sequence[int] | np.ndarray | None = None,
     arrivals: Sequence[float] | np.ndarray | None = None,
+    wave_gap_s: float = 0.0,
 ) -> ScheduleResult:
     """Predict how `system` schedules the requests with batch width `B`.
 
     - continuous: after every step finished requests leave and arrived requests fill
-      the free rows; a step costs step_time(active).
+      the free rows; a step's cost counts the sequences in it.
     - static: a batch of up to B arrived requests starts only when the previous one
       has fully finished; finished rows stop costing but stay empty until the longest
-      member ends; a step costs step_time(members still generating).
+      member ends; a step's cost counts the members still generating.
     - naive: padded static batching; every row of a wave generates (and prefills) to
-      the wave's longest member, so each step costs step_time(wave size) and every
-      request is returned at the wave's end.
+      the wave's longest member, so each step costs a full wave, and every request is
+      returned at the wave's end. Each wave after the first starts `wave_gap_s` after
+      the previous one ended: the client must receive a whole wave before it sends the
+      next, and the engine idles meanwhile.
+
+    `step_model` gives each step's seconds from its sequences, context and prefill
+    tokens (StepTimeModel looks at the sequences and prefill only).
 
     output_tokens_per_s counts useful tokens only; total_tokens_per_s adds prompt tokens
     (the Anyscale definition). mean_occupancy is active/B weighted by step duration;
@@ -164,7 +181,9 @@ def simulate(
         raise UsageError(f"prompt_tokens: has {len(prompts)} entries, output_tokens has {n}")
     if len(times) != n:
         raise UsageError(f"arrivals: has {len(times)} entries, output_tokens has {n}")
-    trace = _run(system, outputs, prompts, times, int(B), step_model)
+    if not (math.isfinite(wave_gap_s) and wave_gap_s >= 0):
+        raise UsageError(f"wave_gap_s: must be zero or positive seconds, got {wave_gap_s!r}")
+    trace = _run(system, outputs, prompts, times, int(B), step_model, float(wave_gap_s))
     return _result(system, int(B), outputs, prompts, trace)
 
 
@@ -205,14 +224,20 @@ def slot_diagram(output_tokens: Sequence[int] | np.ndarray, B: int, system: Syst
 
 @dataclass
 class _Trace:
-    """What the event loop records: runs of identical steps and per-request events."""
+    """What the event loop records: runs of steps and per-request events.
+
+    `run_duration_s` holds one array per run, the seconds of each of its steps.
+    `context_offset` is a seated request's prompt minus its admission step, so its
+    context at step s is context_offset + s.
+    """
 
     run_steps: list[int]
     run_active: list[int]
-    run_duration_s: list[float]
+    run_duration_s: list[np.ndarray]
     admit_step: np.ndarray
     end_step: np.ndarray
     slot: np.ndarray
+    context_offset: np.ndarray
     first_token_s: np.ndarray
     finish_s: np.ndarray
 
@@ -223,9 +248,10 @@ def _run(
     prompts: np.ndarray,
     arrivals: np.ndarray,
     B: int,
-    model: StepTimeModel,
+    model: StepCost,
+    wave_gap_s: float,
 ) -> _Trace:
-    """Event loop: admit, run identical steps up to the next event, retire, repeat."""
+    """Event loop: admit, run steps up to the next event, retire, repeat."""
     n = len(outputs)
     refill_every_step = system == "continuous"
     padded = system == "naive"
@@ -237,12 +263,14 @@ def _run(
         admit_step=np.zeros(n, dtype=np.int64),
         end_step=np.zeros(n, dtype=np.int64),
         slot=np.zeros(n, dtype=np.int64),
+        context_offset=np.zeros(n, dtype=np.int64),
         first_token_s=np.zeros(n),
         finish_s=np.zeros(n),
     )
     running: list[tuple[int, int]] = []  # heap of (end step, request)
     free_rows = list(range(B))  # a heap, so the lowest free row is taken first
     clock, step, queued = 0.0, 0, 0
+    context_offset = 0  # sum of the running requests' context offsets
     while True:
         admitted: list[int] = []
         if refill_every_step or not running:
@@ -255,28 +283,32 @@ def _run(
             clock = max(clock, float(arrivals[order[queued]]))
             continue
         prefill_tokens = _admit(admitted, outputs, prompts, padded, step, running, free_rows, trace)
-        prefill_s = model.prefill_s_per_token * prefill_tokens
+        context_offset += int(trace.context_offset[admitted].sum())
         active = len(running)
-        step_s = model.step_time(active)
-        if prefill_s > 0:
-            # The admission step is the only one carrying prefill: run it alone.
-            steps, duration = 1, step_s + prefill_s
-        else:
-            steps, duration = running[0][0] - step, step_s
-            if refill_every_step and free_rows and queued < n:
-                wait_s = float(arrivals[order[queued]]) - clock
-                steps = min(steps, max(1, math.ceil((wait_s - _ARRIVAL_TOLERANCE_S) / step_s)))
+        # The admission step is the only one carrying prefill: run it alone.
+        steps = 1 if prefill_tokens > 0 else running[0][0] - step
+        contexts = context_offset + active * np.arange(step, step + steps, dtype=np.int64)
+        durations = model.step_seconds(active, contexts, prefill_tokens)
+        if refill_every_step and free_rows and queued < n and steps > 1:
+            # Stop at the first step boundary at or after the next arrival.
+            wait_s = float(arrivals[order[queued]]) - clock
+            reached = int(np.searchsorted(np.cumsum(durations), wait_s - _ARRIVAL_TOLERANCE_S)) + 1
+            steps = min(steps, max(1, reached))
+            durations = durations[:steps]
         for request in admitted:
-            trace.first_token_s[request] = clock + duration
+            trace.first_token_s[request] = clock + float(durations[0])
         trace.run_steps.append(steps)
         trace.run_active.append(active)
-        trace.run_duration_s.append(duration)
-        clock += steps * duration
+        trace.run_duration_s.append(durations)
+        clock += float(durations.sum())
         step += steps
         while running and running[0][0] == step:
             _, request = heapq.heappop(running)
             trace.finish_s[request] = clock
+            context_offset -= int(trace.context_offset[request])
             heapq.heappush(free_rows, int(trace.slot[request]))
+        if padded and not running and queued < n:
+            clock += wave_gap_s
 
 
 def _arrived(arrival_s: float, clock_s: float) -> bool:
@@ -300,23 +332,24 @@ def _admit(
     if padded:
         # Every row runs, and prefills, as long as the wave's longest member.
         lengths = [int(outputs[admitted].max())] * len(admitted)
-        prefill_tokens = len(admitted) * int(prompts[admitted].max())
+        seated_prompts = [int(prompts[admitted].max())] * len(admitted)
     else:
         lengths = [int(outputs[r]) for r in admitted]
-        prefill_tokens = int(prompts[admitted].sum())
-    for request, length in zip(admitted, lengths):
+        seated_prompts = [int(prompts[r]) for r in admitted]
+    for request, length, prompt in zip(admitted, lengths, seated_prompts):
         trace.admit_step[request] = step
         trace.end_step[request] = step + length
+        trace.context_offset[request] = prompt - step
         trace.slot[request] = heapq.heappop(free_rows)
         heapq.heappush(running, (step + length, request))
-    return prefill_tokens
+    return sum(seated_prompts)
 
 
 def _result(system: SystemName, B: int, outputs: np.ndarray, prompts: np.ndarray, trace: _Trace) -> ScheduleResult:
     """Expand the runs into per-step arrays and derive the throughput figures."""
     counts = np.asarray(trace.run_steps, dtype=np.int64)
     step_active = np.repeat(np.asarray(trace.run_active, dtype=np.int64), counts)
-    step_duration = np.repeat(np.asarray(trace.run_duration_s), counts)
+    step_duration = np.concatenate(trace.run_duration_s)
     num_steps = int(counts.sum())
     makespan = float(trace.finish_s.max())
     useful = int(outputs.sum())

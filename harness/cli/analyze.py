@@ -13,31 +13,25 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("analyze", help="analyse run directories and render the report")
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (or a sweep's runs/ directory)")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
-    parser.add_argument("--calibration", type=Path, help="calibration.json (default: one beside the runs, if any)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.analysis.rundir import CALIBRATION_FILE
-    from harness.calibration import Calibration
     from harness.records import MANIFEST_FILE
     from harness.report.assemble import assemble_report
 
-    run_dirs, calibration_path = [], args.calibration
+    run_dirs = []
     for path in args.runs:
         if not path.is_dir():
             raise UsageError(f"not a directory: {path}")
         if (path / MANIFEST_FILE).exists():
             run_dirs.append(path)
         else:
-            # A sweep's runs/ directory: every run directly inside it (calibration runs excluded).
+            # A sweep's runs/ directory: every run directly inside it.
             run_dirs += sorted(p for p in path.iterdir() if (p / MANIFEST_FILE).exists())
-            if calibration_path is None and (path / CALIBRATION_FILE).exists():
-                calibration_path = path / CALIBRATION_FILE
     if not run_dirs:
         raise UsageError(f"no run directories (with {MANIFEST_FILE}) in {', '.join(map(str, args.runs))}")
-    calibration = Calibration.load(calibration_path) if calibration_path else None
-    report = assemble_report(run_dirs, args.out, calibration)
+    report = assemble_report(run_dirs, args.out)
     if not report.stable:
         print("batchbench: warning: UNSTABLE cells: see the report's headline", file=sys.stderr)
     print(report.paths.html)

@@ -1,7 +1,10 @@
 """`batchbench reproduce`: the Anyscale-style sweep end to end, and its report.
 
-One server start per mode: the continuous server hosts the calibration, the
-continuous runs and the naive padded waves; the static server hosts the static runs.
+One server start per mode, both up for the whole sweep: the continuous server hosts
+the continuous runs and the naive padded waves, the static server the static runs, and
+every repetition runs each workload on all three systems back to back. There is no separate
+calibration phase: the predictions come from step-cost models fitted on the runs'
+own engine steps (harness.analysis.step_predict).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ EXIT_UNSTABLE = 3
 CAVEATS = (
     "The CPU default serves a 4-layer Llama with hidden size 256 on one core. Unlike an 8B model on a GPU, its"
     " decode step is not dominated by reading weights, so a step of 16 sequences costs several times a step of"
-    " one: batching is far from free here, and every gap is smaller than Anyscale's. The calibration table shows"
+    " one: batching is far from free here, and every gap is smaller than Anyscale's. The step-cost model shows"
     " by how much.",
     "Naive static batching is emulated by the client: waves of B requests, each row asked for the wave's longest"
     " output (padding), the next wave only after the whole wave finished, on the continuous server. Only each"
@@ -43,11 +46,9 @@ CAVEATS = (
     " when the previous one has drained. Finished rows stop costing compute but their slots stay empty.",
     "Client and server share two cores: the load driver's own CPU time slows the server a little, the same for"
     " every system.",
-    "Predictions use a step-time curve calibrated at short contexts (64-token prompts, 128-token outputs), but a"
-    " decode step's attention reads every earlier token of every sequence. Padded naive rows decode out to their"
-    " wave's longest output, up to 1536 tokens. So naive and long-output runs measure slower than predicted:"
-    " their median TPOT is above the calibrated step time at batch 16. The simulator knows batch size, not context"
-    " length.",
+    "Predictions replay each run's plan as sent at once (burst). When the client sends late (send lateness),"
+    " the engine waits with free rows and nothing queued, which no step model predicts: such runs measure slower"
+    " than predicted, by about the share of time the engine sat starved.",
     "On the CPU default, vLLM's API server shares one core with the engine. With 64 streams open it coalesces"
     " tokens into fewer chunks (per-token timestamps then repeat; TPOT and ITL medians can fall near zero for"
     " short requests), and it answers /metrics late, so telemetry has gaps of seconds. Throughput, which is"
@@ -74,7 +75,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--out", type=Path, help="report directory (default: reports/<date>-<host>)")
     parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
     parser.add_argument("--static-endpoint", help="an already running static-batching server")
-    parser.add_argument("--no-calibration", action="store_true", help="skip calibration (no predictions)")
     parser.add_argument("--tokenizer", help="tokenizer directory when the endpoints' model is not local")
     add_server_arguments(parser)
     parser.set_defaults(handler=run)
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import require_new_dir
     from harness.report.assemble import assemble_report
-    from harness.sweep import SweepTarget, calibrate, run_cells
+    from harness.sweep import SweepCell, SweepTarget, run_cells
     from harness.workload import load_specs
 
     began = time.monotonic()
@@ -108,23 +108,21 @@ def run(args: argparse.Namespace) -> int:
         info = probe_endpoint(url, {}, None if endpoint else args.model)
         return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
 
-    calibration = None
-    run_dirs: list[Path] = []
-    with contextlib.ExitStack() as stack:
-        target = target_for("continuous", args.endpoint, stack)
-        if not args.no_calibration:
-            calibration = calibrate(target, runs_dir, say)
-        cells = [(system, spec) for system in ("continuous", "naive") for spec in specs]
-        run_dirs += run_cells(target, cells, runs_dir, repetitions, say)
     skipped = []
-    if args.endpoint and not args.static_endpoint:
-        skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
-    else:
-        with contextlib.ExitStack() as stack:
-            target = target_for("static", args.static_endpoint, stack)
-            run_dirs += run_cells(target, [("static", spec) for spec in specs], runs_dir, repetitions, say)
+    with contextlib.ExitStack() as stack:
+        continuous = target_for("continuous", args.endpoint, stack)
+        static = None
+        if args.endpoint and not args.static_endpoint:
+            skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
+        else:
+            static = target_for("static", args.static_endpoint, stack)
+        # Per workload the three systems back to back, so each repetition's ratios compare
+        # runs minutes apart at most.
+        systems = (("continuous", continuous), ("static", static), ("naive", continuous))
+        cells = [SweepCell(system, spec, target) for spec in specs for system, target in systems if target is not None]
+        run_dirs = run_cells(cells, runs_dir, repetitions, say)
     say("analysing and rendering the report")
-    report = assemble_report(run_dirs, out, calibration, caveats=[*CAVEATS, *skipped], smoke=args.quick)
+    report = assemble_report(run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick)
     minutes = (time.monotonic() - began) / 60
     say(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
     print(report.paths.html)

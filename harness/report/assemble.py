@@ -3,7 +3,10 @@
 Shared by `batchbench analyze` (runs made earlier, maybe elsewhere) and
 `batchbench reproduce` (runs it just made). Repetitions of one system at one spread
 level form a cell (harness.analysis.cells): its median and interval lead the report,
-and its median run stands for it in the per-system tables.
+and its median run stands for it in the per-system tables. Predictions come from
+step-cost models fitted on the runs' own engine steps, each cell held out of the fit
+that predicts it (harness.analysis.step_predict); runs without engine steps (servers
+we did not launch) get none.
 """
 
 from __future__ import annotations
@@ -12,36 +15,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis.gap import GapEntry, gap_table, predict_for_run
+from harness.analysis.gap import GapEntry, gap_table
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
-from harness.calibration import Calibration
+from harness.analysis.step_predict import predict_held_out, server_models
 from harness.errors import UsageError
 from harness.analysis.cells import HeadlineRow, assess_run, build_cells, headline, median_run
 from harness.report.headline import cell_blocks, headline_blocks, headline_summary
 from harness.report.plots import level_name
 from harness.report.render import ReportExtras, ReportPaths, ReportRun, render_report
+from harness.report.step_model import StepModelSummary
 
 
 def assemble_report(
     run_dirs: Sequence[Path],
     out_dir: Path,
-    calibration: Calibration | None,
     caveats: Sequence[str] = (),
     smoke: bool = False,
 ) -> AssembledReport:
     """Analyse `run_dirs` and write the report into `out_dir`."""
     if not run_dirs:
         raise UsageError("no run directories to analyse")
-    step_model = calibration.step_model() if calibration else None
+    runs = [load_run(directory) for directory in run_dirs]
+    predictions = predict_held_out(runs)
     assessed = []
-    for directory in run_dirs:
-        data = load_run(directory)
+    for data in runs:
         metrics = metrics_for_run(data)
-        predicted = None
-        if step_model is not None and data.plan is not None:
-            predicted = predict_for_run(data.plan["requests"], data.manifest.batch_size, data.manifest.system, step_model)
-        assessed.append(assess_run(data, metrics, GapEntry.from_run(data, metrics, predicted)))
+        fitted = predictions.get(data.manifest.run_id)
+        entry = GapEntry.from_run(data, metrics, fitted.prediction if fitted else None)
+        assessed.append(assess_run(data, metrics, entry))
     cells = build_cells(assessed)
     rows = headline(cells)
     chosen, notes = [], list(caveats)
@@ -53,17 +55,13 @@ def assemble_report(
                 f"{cell.system} at {cell.level}: {len(cell.runs)} repetitions; the per-system tables show the median"
                 f" run, {pick.data.path.name}."
             )
-    if calibration and calibration.raw_points != calibration.points:
-        raw = ", ".join(f"b={b}: {t * 1000:.2f} ms" for b, t in calibration.raw_points.items())
+    in_sample = sorted({run_id for run_id, fitted in predictions.items() if not fitted.held_out})
+    if in_sample:
         notes.append(
-            f"Calibration medians before the curve was made non-decreasing: {raw}. A larger batch measured"
-            " as cheaper per step is noise on this machine; the prediction uses the pooled curve."
+            f"Predicted in sample (no other cell on the same server to fit on): {', '.join(in_sample)}. Agreement"
+            " there proves less."
         )
-    extras = ReportExtras(
-        caveats=notes,
-        calibration_points=calibration.points if calibration else {},
-        prefill_s_per_token=calibration.prefill_s_per_token if calibration else None,
-    )
+    extras = ReportExtras(caveats=notes, step_models=[StepModelSummary.of(m) for m in server_models(runs)])
     blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.reasons)})" for row in rows if not row.stable]
     if smoke:
         blocked.insert(0, "a smoke run (--quick) is not a measurement")

@@ -30,6 +30,7 @@ from harness.analysis.simulate import SYSTEMS, StepTimeModel, SystemName, simula
 from harness.errors import UsageError
 from harness.manifest import RunManifest
 from harness.report.plots import latency_plot, level_name, occupancy_plot, slot_diagram_plot, throughput_plot
+from harness.report.step_model import QUOTED_CONTEXT_PER_SEQUENCE, StepModelSummary
 from harness.workload.spec import describe_validation_error
 
 # The seed example: one static batch of four holding each length once wastes 60% of
@@ -51,16 +52,15 @@ class ReportRun:
 
 
 class ReportExtras(BaseModel):
-    """What the caller adds beyond the runs: title, caveats, calibration, plot choice."""
+    """What the caller adds beyond the runs: title, caveats, step models, plot choice."""
 
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field("Continuous vs static batching: the throughput gap", description="Report title.")
     caveats: list[str] = Field(default_factory=list, description="Free-text caveats, one paragraph each.")
-    calibration_points: dict[int, float] = Field(
-        default_factory=dict, description="Calibrated seconds per decode step by batch size (the step model)."
+    step_models: list[StepModelSummary] = Field(
+        default_factory=list, description="The step-cost model of each server, fitted on its engine steps."
     )
-    prefill_s_per_token: float | None = Field(None, description="Calibrated prefill seconds per prompt token.")
     occupancy_level: int | str | None = Field(
         None, description="Spread level of the occupancy plot; default the widest cap with static and continuous runs."
     )
@@ -112,7 +112,7 @@ def render_report(
         *_seed_section(),
         *_published_section(runs, gap_table, extras),
         *_model_card_section(),
-        *_calibration_section(extras),
+        *_step_model_section(extras),
         *_caveats_section(extras.caveats),
     ]
     out = Path(out_dir)
@@ -509,7 +509,7 @@ def _published_section(runs: Sequence[ReportRun], table: pd.DataFrame, extras: R
          f"{seed.useful_fraction:.0%} (simulated)", _seed_measured(runs)),
         ("Llama-3.1-8B BF16 weights", "~16 GB", f"{llama.weight_bytes / 1e9:.1f} GB", "—"),
         ("Decode step floor, H100 at 3.35 TB/s", "~4.8 ms", f"{llama.decode_step_floor_s * 1e3:.2f} ms",
-         _smallest_calibrated_step(extras)),
+         _single_sequence_step(extras)),
         ("Batch where compute catches up (H100)", "~300 sequences", f"{llama.crossover_batch:.0f} sequences", "—"),
         ("KV cache per token (Llama-3.1-8B)", "128 KiB", f"{llama.kv_bytes_per_token / 1024:.0f} KiB", "—"),
         ("KV cache room, H100 80GB", "~53 GB", f"{llama.kv_cache_bytes_available / 1e9:.1f} GB", "—"),
@@ -575,22 +575,31 @@ def _seed_measured(runs: Sequence[ReportRun]) -> str:
     return "no static seed run"
 
 
-def _smallest_calibrated_step(extras: ReportExtras) -> str:
-    if not extras.calibration_points:
+def _main_step_model(extras: ReportExtras) -> StepModelSummary | None:
+    """The continuous server's model (it serves two of the three systems), else the first."""
+    models = sorted(extras.step_models, key=lambda m: not m.server.startswith("continuous"))
+    return models[0] if models else None
+
+
+def _single_sequence_step(extras: ReportExtras) -> str:
+    model = _main_step_model(extras)
+    if model is None:
         return "—"
-    batch = min(extras.calibration_points)
-    return f"{_ms(extras.calibration_points[batch])} ms at batch {batch} (our calibration)"
+    return (f"{_ms(model.decode_step_s(1))} ms for one sequence at {QUOTED_CONTEXT_PER_SEQUENCE} tokens of context "
+            "(fitted on our engine steps)")
 
 
 def _what_differs(llama: physics.ModelCard, extras: ReportExtras) -> str:
-    points = extras.calibration_points
+    model = _main_step_model(extras)
     ours = ""
-    if len(points) >= 2:
-        low, high = min(points), max(points)
+    if model is not None:
+        low, high = 1, 16
         gpu_ratio = (physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, high)
                      / physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, low))
-        ours = (f" Here a decode step of {high} sequences costs {points[high] / points[low]:.1f}x one of {low} "
-                f"(calibration); for Llama-3.1-8B on an H100 the roofline gives {gpu_ratio:.2f}x.")
+        ratio = model.decode_step_s(high) / model.decode_step_s(low)
+        ours = (f" Here a decode step of {high} sequences costs {ratio:.1f}x one of {low} (fitted step model,"
+                f" {QUOTED_CONTEXT_PER_SEQUENCE} tokens of context each); for"
+                f" Llama-3.1-8B on an H100 the roofline gives {gpu_ratio:.2f}x.")
     return (
         "What differs: Anyscale served OPT-13B on an A100 and the seed reasons about Llama-3.1-8B on an H100, "
         "while these runs use a small model on a CPU. A GPU decode step of an 8-13B model is memory-bound: it "
@@ -630,22 +639,30 @@ def _model_card_section() -> list[Block]:
     ]
 
 
-def _calibration_section(extras: ReportExtras) -> list[Block]:
-    blocks: list[Block] = [Heading("Calibration")]
-    points = extras.calibration_points
-    if not points:
-        return [*blocks, Paragraph("No calibration points given; predictions, if any, came from elsewhere.")]
-    base_batch = min(points)
+def _step_model_section(extras: ReportExtras) -> list[Block]:
+    blocks: list[Block] = [Heading("Step-cost model")]
+    if not extras.step_models:
+        return [*blocks, Paragraph("No engine steps to fit (servers we did not launch): no predictions.")]
     rows = tuple(
-        (str(b), _ms(s), _num(b / s), f"{s / points[base_batch]:.2f}x") for b, s in sorted(points.items())
+        (m.server, str(m.runs), f"{m.steps:,}", _ms(m.overhead_s), f"{m.per_sequence_s * 1e6:.1f}",
+         f"{m.per_prefill_token_s * 1e6:.2f}", f"{m.per_context_token_s * 1e9:.1f}", f"{m.r_squared:.3f}",
+         f"{_ms(m.residual_std_s)} / {_ms(m.mean_step_s)}", _ms(m.wave_gap_s))
+        for m in extras.step_models
     )
-    prefill = (f" Prefill: {extras.prefill_s_per_token * 1e3:.3f} ms per prompt token."
-               if extras.prefill_s_per_token is not None else "")
     return [
         *blocks,
-        Paragraph("The step-time model the predictions use: seconds per decode step by batch size, linear "
-                  f"between points.{prefill}"),
-        Table(("batch", "ms per step", "decode tok/s", f"step vs batch {base_batch}"), rows),
+        Paragraph(
+            "Source: fitted on the engines' own step logs (steps.parquet), not on client timings. One model per "
+            "server: step cost = overhead + per sequence x sequences + per prefill token x prompt tokens computed + "
+            "per context token x tokens attended to, non-negative least squares over every busy step (start to "
+            "start of the next step; idle waits for the client left out). The constants below are fitted on all of "
+            "a server's runs; each prediction in the tables above comes from the same fit without the runs of its "
+            "own cell (system and spread level), so no cell is predicted from its own steps. Naive waves add the "
+            "engine's mean idle gap between waves in the server's other naive cells (the client's turnaround)."
+        ),
+        Table(("server", "runs", "steps", "overhead ms", "per sequence us", "per prefill token us",
+               "per context token ns", "R²", "residual sd / mean step ms", "naive wave gap ms"), rows,
+              numeric=False),
     ]
 
 
@@ -683,7 +700,7 @@ def _summary(
             }
             for run in runs
         ],
-        "calibration": {"points": extras.calibration_points, "prefill_s_per_token": extras.prefill_s_per_token},
+        "step_models": [model.model_dump() for model in extras.step_models],
         "caveats": extras.caveats,
     })
 

@@ -76,7 +76,7 @@ def test_acceptance_findings_pass_and_fail():
     assert findings[3] == "PASS: continuous beats static at every cap above 32 (lowest continuous/static 2.00)"
     # continuous at 128 is 20% over its prediction; naive (-9.1%) and static (+5.3%) are inside.
     assert findings[4:] == [
-        "FAIL: each system within 15% of its prediction: continuous at cap 128 measured +20.0% from predicted"
+        "FAIL: each system within 10% of its prediction: continuous at cap 128 measured +20.0% from predicted"
     ]
 
 
@@ -88,14 +88,14 @@ def test_acceptance_reports_a_shrinking_gap_and_a_losing_continuous():
     findings = check_acceptance(gap_table(entries))
     assert findings[0] == "FAIL: static/naive grows with spread: 2.00 -> 1.00 (caps 32, 512)"
     assert findings[3] == "FAIL: continuous beats static at every cap above 32: continuous/static 0.95 at cap 512"
-    assert findings[4] == "SKIP: each system within 15% of its prediction: no predictions"
+    assert findings[4] == "SKIP: each system within 10% of its prediction: no predictions"
 
 
 def test_acceptance_passing_predictions_names_the_worst():
     entries = [entry(32, "static", 100.0, predicted=110.0), entry(32, "continuous", 200.0, predicted=190.0)]
     findings = check_acceptance(gap_table(entries))
     assert findings[0].startswith("SKIP: static/naive grows with spread")
-    assert findings[-1] == "PASS: each system within 15% of its prediction (2 runs; worst static at cap 32, -9.1%)"
+    assert findings[-1] == "PASS: each system within 10% of its prediction (2 runs; worst static at cap 32, -9.1%)"
 
 
 def test_spread_level_is_the_cap_or_the_name():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.analysis.simulate import SYSTEMS, SlotSpan, StepTimeModel, simulate, slot_diagram
+from harness.analysis.step_cost import LinearStepCost
 from harness.errors import UsageError
 
 SEED = [100, 200, 300, 1000]
@@ -229,6 +230,58 @@ def test_naive_prefills_padded_prompts():
     assert naive.makespan_s == pytest.approx(0.005 + 0.006)
 
 
+# --- Cost by context and prefill ------------------------------------------------------------
+
+# 1 ms per step + 1 us per context token: a step's cost grows as its sequences grow.
+BY_CONTEXT = LinearStepCost(overhead_s=0.001, per_sequence_s=0.0, per_prefill_token_s=0.0, per_context_token_s=1e-6)
+
+
+def test_step_cost_grows_with_the_context_of_its_sequences():
+    result = simulate("continuous", [3, 2], 2, BY_CONTEXT, prompt_tokens=[100, 200])
+    # Step 0 (prefill): contexts 100 + 200; step 1: 101 + 201; step 2: request 0 alone at 102.
+    np.testing.assert_allclose(result.step_duration_s, [0.001 + 300e-6, 0.001 + 302e-6, 0.001 + 102e-6])
+    np.testing.assert_allclose(result.finish_s, [0.003704, 0.002602])
+    np.testing.assert_allclose(result.first_token_s, [0.0013, 0.0013])
+
+
+def test_a_naive_row_attends_to_the_padded_context():
+    static = simulate("static", [4, 1], 2, BY_CONTEXT, prompt_tokens=[10, 10])
+    naive = simulate("naive", [4, 1], 2, BY_CONTEXT, prompt_tokens=[10, 10])
+    # Static: 20, 11, 12, 13 context tokens; naive keeps both rows: 20, 22, 24, 26.
+    assert static.makespan_s == pytest.approx(0.004 + 56e-6)
+    assert naive.makespan_s == pytest.approx(0.004 + 92e-6)
+
+
+def test_linear_cost_charges_sequences_and_prefill_tokens():
+    model = LinearStepCost(overhead_s=0.002, per_sequence_s=0.0005, per_prefill_token_s=1e-5, per_context_token_s=0.0)
+    result = simulate("static", [2, 2], 2, model, prompt_tokens=[50, 50])
+    # Step 0: 2 ms + 2 x 0.5 ms + 100 x 10 us = 4 ms; step 1: 3 ms.
+    np.testing.assert_allclose(result.step_duration_s, [0.004, 0.003])
+
+
+def test_continuous_context_cost_stops_at_the_step_boundary_after_an_arrival():
+    # Request 0 alone: step k costs 1 ms + (10 + k) us. Request 1 arrives at 5 ms, which
+    # falls inside step 4 (4.046-5.060 ms), so it joins step 5.
+    result = simulate("continuous", [20, 3], 2, BY_CONTEXT, prompt_tokens=[10, 10], arrivals=[0.0, 0.005])
+    assert result.admit_step[1] == 5
+    assert result.first_token_s[1] == pytest.approx(0.00506 + 0.001 + 25e-6)
+
+
+def test_naive_waves_start_a_gap_after_the_previous_wave_ends():
+    plain = simulate("naive", [10, 10, 10], 2, ONE_MS)
+    gapped = simulate("naive", [10, 10, 10], 2, ONE_MS, wave_gap_s=0.05)
+    # Two waves: the second starts 50 ms late; nothing follows the last one.
+    np.testing.assert_allclose(plain.finish_s, [0.010, 0.010, 0.020])
+    np.testing.assert_allclose(gapped.finish_s, [0.010, 0.010, 0.070])
+
+
+@pytest.mark.parametrize("system", ["continuous", "static"])
+def test_wave_gap_leaves_server_batching_alone(system):
+    plain = simulate(system, [10, 10, 10], 2, ONE_MS)
+    gapped = simulate(system, [10, 10, 10], 2, ONE_MS, wave_gap_s=0.05)
+    np.testing.assert_allclose(gapped.finish_s, plain.finish_s)
+
+
 # --- Arrivals -------------------------------------------------------------------------------
 
 
@@ -315,6 +368,7 @@ def test_slot_diagram_shows_continuous_refills():
         ({"arrivals": [0.0]}, "arrivals"),
         ({"arrivals": [0.0, -1.0]}, "arrivals"),
         ({"arrivals": [0.0, float("inf")]}, "arrivals"),
+        ({"wave_gap_s": -0.1}, "wave_gap_s"),
     ],
 )
 def test_simulate_rejects_bad_arguments_naming_them(kwargs, argument):
@@ -331,5 +385,15 @@ def test_thousand_requests_simulate_well_under_a_second(system):
     model = StepTimeModel.from_points({1: 0.0015, 2: 0.002}, prefill_s_per_token=1e-6)
     started = time.perf_counter()
     result = simulate(system, outputs, 32, model, prompt_tokens=rng.integers(1, 1024, size=1000))
+    assert time.perf_counter() - started < 1.0
+    assert result.useful_token_slots == int(outputs.sum())
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_thousand_requests_with_context_cost_simulate_well_under_a_second(system):
+    rng = np.random.default_rng(12)
+    outputs = rng.integers(1, 1537, size=1000)
+    started = time.perf_counter()
+    result = simulate(system, outputs, 16, BY_CONTEXT, prompt_tokens=np.full(1000, 64))
     assert time.perf_counter() - started < 1.0
     assert result.useful_token_slots == int(outputs.sum())

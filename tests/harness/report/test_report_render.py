@@ -82,6 +82,11 @@ SEED_WORKLOAD = {"name": "seed", "num_requests": 4, "prompt_tokens": {"kind": "f
 # cap 4, B=2: static/naive run [1,4] then [2,4]: 8 steps; continuous r0 -> r2 -> r3 beside r1: 7 steps.
 # cap 8, B=2: static/naive [2,8] then [8,2]: 16 steps; continuous: 10 steps.
 OUTPUTS = {4: [1, 4, 2, 4], 8: [2, 8, 8, 2]}
+STEP_MODEL = {
+    "server": "continuous server pid 1 started t0", "runs": 3, "steps": 1200, "r_squared": 0.95,
+    "residual_std_s": 0.001, "mean_step_s": 0.012, "overhead_s": 0.010, "per_sequence_s": 0.0005,
+    "per_prefill_token_s": 5e-5, "per_context_token_s": 0.0, "wave_gap_s": 0.03,
+}
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +103,7 @@ def sweep(tmp_path_factory):
         predicted = predict_for_run(data.plan["requests"], data.manifest.batch_size, data.manifest.system, step_model)
         runs.append(ReportRun(GapEntry.from_run(data, metrics_for_run(data), predicted), data))
     table = gap_table([run.entry for run in runs])
-    extras = {"caveats": ["Tiny synthetic runs."], "calibration_points": {1: 0.010, 8: 0.014},
-              "prefill_s_per_token": 1e-4}
+    extras = {"caveats": ["Tiny synthetic runs."], "step_models": [STEP_MODEL]}
     paths = render_report(runs, table, tmp_path_factory.mktemp("report"), extras)
     return runs, table, paths
 
@@ -152,8 +156,10 @@ def test_report_sections_carry_the_numbers(sweep):
     assert "40% of slot-time useful (static-seed, B=4)" in page
     assert "OPT-13B on A100 40GB" in page
     assert "Tiny synthetic runs." in page
-    # Calibration: a 8-sequence step costs 1.4x a single one here.
-    assert "costs 1.4x one of 1" in page
+    # The step model: 10 ms + 0.5 ms per sequence, so 16 sequences cost 18 / 10.5 = 1.7x one.
+    assert "costs 1.7x one of 1" in page
+    assert "Source: fitted on the engines" in page
+    assert "<td>continuous server pid 1 started t0</td><td>3</td><td>1,200</td><td>10.0</td><td>500.0</td>" in page
 
 
 def test_summary_json(sweep):
@@ -170,8 +176,8 @@ def test_summary_json(sweep):
     seed = next(run for run in summary["runs"] if run["run_id"] == "static-seed")
     assert seed["metrics"]["useful_slot_time_fraction"] == pytest.approx(1596 / 4000)
     assert seed["predicted"]["useful_fraction"] == pytest.approx(0.4)
-    assert "PASS: each system within 15% of its prediction (7 runs; worst" in " ".join(summary["acceptance"])
-    assert summary["calibration"]["points"] == {"1": 0.01, "8": 0.014}
+    assert "PASS: each system within 10% of its prediction (7 runs; worst" in " ".join(summary["acceptance"])
+    assert summary["step_models"] == [STEP_MODEL]
 
 
 def test_bad_extras_and_unknown_occupancy_level_are_usage_errors(sweep, tmp_path):
@@ -194,7 +200,6 @@ def test_load_run_reads_every_table(run_dir):
     run = load_run(run_dir)
     assert (len(run.records), len(run.tokens)) == (4, 11)
     assert run.plan["requests"][1]["output_tokens"] == 4
-    assert run.calibration is None
 
 
 def test_load_run_refuses_a_dir_without_manifest(tmp_path):

@@ -1,0 +1,119 @@
+"""Fit the step-cost model on the engine's own step log (steps.parquet).
+
+Pure: steps tables in, constants out. What is fitted:
+- A step's cost is the time from its start to the start of the next step, taken only
+  while the engine had work left after it (running requests not all finished, or
+  requests waiting). That cycle is the step's forward pass (t_s to end_s) plus the
+  engine's bookkeeping before the next one (~0.2 ms here, about 4% of a step); a
+  makespan is made of whole cycles, so leaving the bookkeeping out would predict
+  every run ~4% fast. The last step of a run, and steps after which the engine had
+  nothing to do, have no measured cycle and are left out.
+- Idle gaps (after a step that left the engine with nothing to do) are not step
+  cost: they are waits for the client. In naive runs they are its turnaround
+  between waves, fitted separately as `mean_idle_gap`.
+- The cost is linear with non-negative coefficients (step_cost.LinearStepCost),
+  by least squares (scipy.optimize.nnls): least squares estimates the mean cost,
+  and sums of steps (makespans) are what the model must predict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from harness.analysis.step_cost import LinearStepCost
+from harness.errors import UsageError
+
+# Each feature column of the fit, in the order of LinearStepCost's coefficients after
+# the overhead.
+_FEATURES = ("running", "prefill_tokens", "context_tokens")
+
+
+@dataclass(frozen=True, eq=False)
+class StepSample:
+    """Engine steps with a measured cost: per step its features and its seconds."""
+
+    running: np.ndarray
+    prefill_tokens: np.ndarray
+    context_tokens: np.ndarray
+    seconds: np.ndarray
+
+    @classmethod
+    def concat(cls, samples: Sequence[StepSample]) -> StepSample:
+        """All the steps of several samples as one."""
+        return cls(*(np.concatenate([getattr(s, name) for s in samples]) for name in (*_FEATURES, "seconds")))
+
+    def __len__(self) -> int:
+        return len(self.seconds)
+
+
+@dataclass(frozen=True)
+class StepFit:
+    """The fitted cost and how well it explains the steps it was fitted on.
+
+    r_squared is over single steps; residual_std_s is the spread of a single step's
+    cost around the model; mean_step_s sets it in scale. relative_sum_error is
+    (predicted - measured) / measured of the summed cost of all the steps: what a
+    makespan would see.
+    """
+
+    cost: LinearStepCost
+    steps: int
+    r_squared: float
+    residual_std_s: float
+    mean_step_s: float
+    relative_sum_error: float
+
+
+def busy_steps(steps: pd.DataFrame) -> StepSample:
+    """The steps of one steps table whose cycle is measured (see the module docstring)."""
+    ordered = steps.sort_values("t_s")
+    cycle = ordered["t_s"].shift(-1) - ordered["t_s"]
+    keep = (_work_left(ordered) & cycle.notna()).to_numpy()
+    return StepSample(
+        *(ordered[name].to_numpy(dtype=float)[keep] for name in _FEATURES),
+        seconds=cycle.to_numpy(dtype=float)[keep],
+    )
+
+
+def idle_gaps(steps: pd.DataFrame) -> np.ndarray:
+    """Seconds from the end of each step that left the engine idle to the next step's start."""
+    ordered = steps.sort_values("t_s")
+    gap = ordered["t_s"].shift(-1) - ordered["end_s"]
+    return gap.to_numpy(dtype=float)[(~_work_left(ordered) & gap.notna()).to_numpy()]
+
+
+def mean_idle_gap(tables: Sequence[pd.DataFrame]) -> float:
+    """Mean idle gap over the tables (the mean, because makespans add gaps up); 0 if none."""
+    gaps = np.concatenate([idle_gaps(table) for table in tables]) if tables else np.array([])
+    return float(gaps.mean()) if gaps.size else 0.0
+
+
+def fit_step_cost(sample: StepSample) -> StepFit:
+    """Least squares with non-negative coefficients of step seconds on the step features."""
+    if len(sample) < len(_FEATURES) + 1:
+        raise UsageError(f"step fit: {len(sample)} busy steps, need at least {len(_FEATURES) + 1}")
+    design = np.column_stack([np.ones(len(sample)), sample.running, sample.prefill_tokens, sample.context_tokens])
+    coefficients, _ = nnls(design, sample.seconds)
+    predicted = design @ coefficients
+    residual = sample.seconds - predicted
+    total = float(np.sum((sample.seconds - sample.seconds.mean()) ** 2))
+    return StepFit(
+        cost=LinearStepCost(*(float(c) for c in coefficients)),
+        steps=len(sample),
+        r_squared=1.0 - float(np.sum(residual**2)) / total if total > 0 else math.nan,
+        residual_std_s=float(residual.std()),
+        mean_step_s=float(sample.seconds.mean()),
+        relative_sum_error=float(predicted.sum() / sample.seconds.sum() - 1.0),
+    )
+
+
+def _work_left(ordered: pd.DataFrame) -> pd.Series:
+    """Whether the engine still had a request to run after each step."""
+    finished = ordered["finished"].map(len)
+    return (ordered["running"] - finished > 0) | (ordered["waiting"] > 0)

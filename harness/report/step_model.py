@@ -1,0 +1,56 @@
+"""The step-cost models behind the report's predictions, as the report states them.
+
+One summary per server: the constants fitted on its engine steps
+(harness.analysis.step_predict.server_models), how well they fit, and the client's
+turnaround between naive waves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.analysis.step_cost import LinearStepCost
+from harness.analysis.step_predict import ServerStepModel
+
+# The context per sequence at which the report quotes a decode step: a 64-token
+# prompt (the CPU workloads') and 64 tokens generated.
+QUOTED_CONTEXT_PER_SEQUENCE = 128
+
+
+class StepModelSummary(BaseModel):
+    """One server's fitted step-cost model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: str = Field(description="which server (mode, pid, start time)")
+    runs: int = Field(description="runs of that server the constants were fitted on")
+    steps: int = Field(description="busy engine steps fitted")
+    r_squared: float = Field(description="share of the variance of single step costs the model explains")
+    residual_std_s: float = Field(description="spread of a single step's cost around the model")
+    mean_step_s: float = Field(description="mean cost of a fitted step")
+    overhead_s: float = Field(description="seconds per step")
+    per_sequence_s: float = Field(description="seconds per sequence in the step")
+    per_prefill_token_s: float = Field(description="seconds per prompt token prefilled in the step")
+    per_context_token_s: float = Field(description="seconds per token attended to, over the step's sequences")
+    wave_gap_s: float = Field(description="engine idle between naive waves (the client's turnaround); 0 if no naive runs")
+
+    @classmethod
+    def of(cls, model: ServerStepModel) -> StepModelSummary:
+        """Summarise a fitted server model."""
+        fit = model.fit
+        return cls(
+            server=model.server,
+            runs=len(model.fitted_on),
+            steps=fit.steps,
+            r_squared=fit.r_squared,
+            residual_std_s=fit.residual_std_s,
+            mean_step_s=fit.mean_step_s,
+            wave_gap_s=model.wave_gap_s,
+            **fit.cost.coefficients(),
+        )
+
+    def decode_step_s(self, sequences: int, context_per_sequence: int = QUOTED_CONTEXT_PER_SEQUENCE) -> float:
+        """Seconds of a decode step of `sequences` sequences, each attending to `context_per_sequence` tokens."""
+        cost = LinearStepCost(self.overhead_s, self.per_sequence_s, self.per_prefill_token_s, self.per_context_token_s)
+        return float(cost.step_seconds(sequences, np.array([sequences * context_per_sequence]), 0)[0])
