@@ -22,7 +22,7 @@ from harness.analysis.step_predict import predict_held_out, server_models
 from harness.errors import UsageError
 from harness.analysis.cells import HeadlineRow, assess_run, build_cells, headline, median_run
 from harness.report.headline import cell_blocks, headline_blocks, headline_summary
-from harness.report.plots import level_name
+from harness.analysis.levels import level_name
 from harness.report.render import ReportExtras, ReportPaths, ReportRun, render_report
 from harness.report.step_model import StepModelSummary
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.analysis.cells import Cell, HeadlineRow
 from harness.analysis.stats import Estimate
-from harness.report.plots import level_name
+from harness.analysis.levels import level_name
 from harness.report.render import Block, Bullets, Heading, Paragraph, Table
 
 SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."

@@ -16,16 +16,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from harness.analysis.levels import level_name
 from harness.analysis.simulate import SYSTEMS, StepTimeModel, SystemName, simulate, slot_diagram
 
 SYSTEM_COLORS: dict[str, str] = {"continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3"}
 PADDING_COLOR = "#bdbdbd"
 _DPI = 100
-
-
-def level_name(level: int | str) -> str:
-    """How a spread level is labelled: `cap 128` for a cap, the label itself otherwise."""
-    return f"cap {level}" if isinstance(level, (int, np.integer)) else str(level)
 
 
 def throughput_plot(table: pd.DataFrame) -> bytes:

@@ -29,9 +29,10 @@ from harness.analysis.rundir import RunData
 from harness.analysis.simulate import SYSTEMS, StepTimeModel, SystemName, simulate
 from harness.errors import UsageError
 from harness.manifest import RunManifest
-from harness.report.plots import latency_plot, level_name, occupancy_plot, slot_diagram_plot, throughput_plot
+from harness.analysis.levels import level_name
+from harness.report.plots import latency_plot, occupancy_plot, slot_diagram_plot, throughput_plot
 from harness.report.step_model import QUOTED_CONTEXT_PER_SEQUENCE, StepModelSummary
-from harness.workload.spec import describe_validation_error
+from harness.validation import describe_validation_error
 
 # The seed example: one static batch of four holding each length once wastes 60% of
 # its slots. The diagram cycles the lengths four times (as the CPU seed workload does)
