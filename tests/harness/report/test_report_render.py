@@ -18,7 +18,7 @@ from harness.analysis.simulate import StepTimeModel, simulate
 from harness.errors import UsageError
 from harness.manifest import HostInfo, RunCounts, RunManifest
 from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
-from harness.report import ReportRun, render_report
+from harness.report import ReportRun, write_report
 
 T0 = 1000.0
 PROMPT = 6
@@ -104,7 +104,7 @@ def sweep(tmp_path_factory):
         runs.append(ReportRun(GapEntry.from_run(data, metrics_for_run(data), predicted), data))
     table = gap_table([run.entry for run in runs])
     extras = {"caveats": ["Tiny synthetic runs."], "step_models": [STEP_MODEL]}
-    paths = render_report(runs, table, tmp_path_factory.mktemp("report"), extras)
+    paths = write_report(runs, table, tmp_path_factory.mktemp("report"), extras)
     return runs, table, paths
 
 
@@ -183,9 +183,9 @@ def test_summary_json(sweep):
 def test_bad_extras_and_unknown_occupancy_level_are_usage_errors(sweep, tmp_path):
     runs, table, _ = sweep
     with pytest.raises(UsageError, match="report extras: colour"):
-        render_report(runs, table, tmp_path, {"colour": "red"})
+        write_report(runs, table, tmp_path, {"colour": "red"})
     with pytest.raises(UsageError, match="occupancy_level"):
-        render_report(runs, table, tmp_path, {"occupancy_level": 512})
+        write_report(runs, table, tmp_path, {"occupancy_level": 512})
 
 
 # --- load_run refusals -----------------------------------------------------------------
