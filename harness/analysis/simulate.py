@@ -29,15 +29,13 @@ import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from harness.analysis.step_cost import StepCost
 from harness.errors import UsageError
+from harness.systems import SYSTEMS, SystemName
 
-SystemName = Literal["continuous", "static", "naive"]
-SYSTEMS: tuple[SystemName, ...] = ("continuous", "static", "naive")
 
 # Arrivals within a nanosecond of a step boundary count as arrived by it, so float
 # rounding in the accumulated clock cannot push an admission one step late.

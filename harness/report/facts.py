@@ -23,11 +23,12 @@ from harness.analysis.gap import GapEntry, check_acceptance
 from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
 from harness.analysis.rundir import RunData
-from harness.analysis.simulate import SYSTEMS, ScheduleResult, SlotSpan, StepTimeModel, SystemName, simulate, slot_diagram
+from harness.analysis.simulate import ScheduleResult, SlotSpan, StepTimeModel, simulate, slot_diagram
 from harness.errors import UsageError
 from harness.manifest import RunManifest
 from harness.validation import describe_validation_error
 from harness.report.step_model import StepModelSummary
+from harness.systems import SYSTEMS, SystemName
 
 # The seed example: one static batch of four holding each length once wastes 60% of
 # its slots. The diagram cycles the lengths four times (as the CPU seed workload does)

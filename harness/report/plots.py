@@ -17,8 +17,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from harness.analysis.levels import is_cap, level_name
-from harness.analysis.simulate import SYSTEMS, SystemName
 from harness.report.facts import SlotDiagram
+from harness.systems import SYSTEMS, SystemName
 
 SYSTEM_COLORS: dict[str, str] = {"continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3"}
 PADDING_COLOR = "#bdbdbd"

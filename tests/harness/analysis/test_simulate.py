@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from harness.analysis.simulate import SYSTEMS, SlotSpan, StepTimeModel, simulate, slot_diagram
+from harness.systems import SYSTEMS
+from harness.analysis.simulate import SlotSpan, StepTimeModel, simulate, slot_diagram
 from harness.analysis.step_cost import LinearStepCost
 from harness.errors import UsageError
 
