@@ -11,11 +11,16 @@ KV-per-token figures are exact byte counts (131072 bytes = 128 KiB).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.analysis.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
 from harness.errors import UsageError
+
+
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 class ModelShape(BaseModel):
@@ -45,6 +50,29 @@ class ModelShape(BaseModel):
     num_parameters_override: int | None = Field(
         default=None, gt=0, description="Published parameter count to use instead of counting from the shape."
     )
+
+    @classmethod
+    def from_hf_config(cls, name: str, config: Mapping[str, Any]) -> ModelShape:
+        """The shape a Hugging Face config.json describes (llama and opt model types).
+
+        Absent keys take transformers' defaults: as many KV heads as query heads, tied
+        embeddings, head_dim = hidden_size / heads.
+        """
+        return cls(
+            name=name,
+            architecture=config["model_type"],
+            num_layers=config["num_hidden_layers"],
+            hidden_size=config["hidden_size"],
+            num_attention_heads=config["num_attention_heads"],
+            num_kv_heads=config.get("num_key_value_heads", config["num_attention_heads"]),
+            head_dim=config.get("head_dim"),
+            # Llama names the MLP width intermediate_size, OPT ffn_dim.
+            intermediate_size=config.get("intermediate_size", config.get("ffn_dim")),
+            vocab_size=config["vocab_size"],
+            max_position_embeddings=config["max_position_embeddings"],
+            tie_word_embeddings=config.get("tie_word_embeddings", True),
+            dtype_bytes=_DTYPE_BYTES[config["torch_dtype"]],
+        )
 
     @model_validator(mode="before")
     @classmethod
@@ -126,34 +154,8 @@ class ModelCard(BaseModel):
     kv_tokens_capacity: int = Field(description="Whole tokens of KV cache that fit in kv_cache_bytes_available.")
 
 
-LLAMA_3_1_8B = ModelShape(
-    name="Llama-3.1-8B",
-    architecture="llama",
-    num_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_kv_heads=8,
-    head_dim=128,
-    intermediate_size=14336,
-    vocab_size=128256,
-    max_position_embeddings=131072,
-    tie_word_embeddings=False,
-    dtype_bytes=2,
-)
-
-OPT_13B = ModelShape(
-    name="OPT-13B",
-    architecture="opt",
-    num_layers=40,
-    hidden_size=5120,
-    num_attention_heads=40,
-    num_kv_heads=40,
-    intermediate_size=20480,
-    vocab_size=50272,
-    max_position_embeddings=2048,
-    tie_word_embeddings=True,
-    dtype_bytes=2,
-)
+LLAMA_3_1_8B = ModelShape.from_hf_config("Llama-3.1-8B", LLAMA_3_1_8B_CONFIG)
+OPT_13B = ModelShape.from_hf_config("OPT-13B", OPT_13B_CONFIG)
 
 # Spec-sheet figures. The H100's "80 GB" board reports ~81,559 MiB (8.55e10 bytes) to
 # nvidia-smi; taking the printed 80e9 keeps derived capacities on the conservative side.
