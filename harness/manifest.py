@@ -63,7 +63,7 @@ class RunManifest(BaseModel):
     system: SystemName = Field(description="batching system measured: continuous, static, or naive (padded waves)")
     workload: dict[str, Any] = Field(description="the workload spec, as loaded")
     plan_sha256: str = Field(description="hash of plan.json")
-    batch_size: int = Field(description="B: the server's max-num-seqs, and the wave size for naive")
+    batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive")
     endpoint: str = Field(description="base URL of the server under test")
     model: str = Field(description="served model name")
     server: dict[str, Any] | None = Field(description="launcher's server info (argv, vLLM version); None if external")

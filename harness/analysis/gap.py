@@ -123,7 +123,7 @@ def gap_table(entries: Sequence[GapEntry]) -> pd.DataFrame:
     for entry in entries:
         key = (entry.level, entry.system)
         if key in seen:
-            raise UsageError(
+            raise ValueError(
                 f"gap table: two {entry.system} runs at spread level {entry.level} "
                 f"({seen[key]} and {entry.workload}); give one run per system and level"
             )

@@ -17,7 +17,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.analysis.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
-from harness.errors import UsageError
 
 
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -172,7 +171,7 @@ _OPT_POSITION_OFFSET = 2
 def model_card(model: ModelShape, gpu: GpuSpec, allowance: MemoryAllowance | None = None) -> ModelCard:
     """Derive the decode numbers of `model` on `gpu` under the memory `allowance`.
 
-    Raises UsageError when the weights and allowance leave no room for a KV cache.
+    Raises ValueError when the weights and allowance leave no room for a KV cache.
     """
     allowance = allowance or MemoryAllowance()
     params = model.num_parameters
@@ -182,7 +181,7 @@ def model_card(model: ModelShape, gpu: GpuSpec, allowance: MemoryAllowance | Non
     usable = gpu.memory_bytes * allowance.gpu_memory_utilization
     available = usable - weight_bytes - allowance.activation_peak_bytes - allowance.non_torch_bytes
     if available <= 0:
-        raise UsageError(
+        raise ValueError(
             f"model: {model.name} needs {weight_bytes / 1e9:.1f} GB of weights plus allowances, "
             f"more than the {usable / 1e9:.1f} GB usable on {gpu.name}"
         )
@@ -215,9 +214,9 @@ def roofline_step_time_s(model: ModelShape, gpu: GpuSpec, batch: int, context_to
     (QK^T and AV: 4 x layers x heads x head_dim FLOPs per context token).
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise UsageError(f"batch: must be a positive integer, got {batch!r}")
+        raise ValueError(f"batch: must be a positive integer, got {batch!r}")
     if isinstance(context_tokens, bool) or not isinstance(context_tokens, int) or context_tokens < 0:
-        raise UsageError(f"context_tokens: must be a non-negative integer, got {context_tokens!r}")
+        raise ValueError(f"context_tokens: must be a non-negative integer, got {context_tokens!r}")
     weight_bytes = model.num_parameters * model.dtype_bytes
     kv_bytes = batch * context_tokens * kv_bytes_per_token(model)
     memory_s = (weight_bytes + kv_bytes) / gpu.memory_bandwidth_bytes_per_s

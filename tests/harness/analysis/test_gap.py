@@ -10,7 +10,6 @@ import pytest
 from harness.analysis.gap import GapEntry, Prediction, check_acceptance, gap_table, predict_for_run, spread_level
 from harness.analysis.metrics import Percentiles, RunMetrics
 from harness.analysis.simulate import StepTimeModel
-from harness.errors import UsageError
 from harness.workload.plan import PlannedRequest
 
 NAN_DIST = Percentiles.of([])
@@ -64,7 +63,7 @@ def test_gap_table_relative_difference_to_prediction():
 
 
 def test_gap_table_refuses_two_runs_of_a_system_at_a_level():
-    with pytest.raises(UsageError, match="two static runs at spread level 32"):
+    with pytest.raises(ValueError, match="two static runs at spread level 32"):
         gap_table([entry(32, "static", 1.0), entry(32, "static", 2.0, workload="other")])
 
 
