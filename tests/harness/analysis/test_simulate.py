@@ -383,9 +383,10 @@ def test_thousand_requests_simulate_well_under_a_second(system):
     rng = np.random.default_rng(11)
     outputs = rng.integers(1, 1537, size=1000)
     model = StepTimeModel.from_points({1: 0.0015, 2: 0.002}, prefill_s_per_token=1e-6)
-    started = time.perf_counter()
+    # CPU time, not wall time: another process on the machine must not fail the test.
+    started = time.process_time()
     result = simulate(system, outputs, 32, model, prompt_tokens=rng.integers(1, 1024, size=1000))
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert result.useful_token_slots == int(outputs.sum())
 
 
@@ -393,7 +394,8 @@ def test_thousand_requests_simulate_well_under_a_second(system):
 def test_thousand_requests_with_context_cost_simulate_well_under_a_second(system):
     rng = np.random.default_rng(12)
     outputs = rng.integers(1, 1537, size=1000)
-    started = time.perf_counter()
+    # CPU time, not wall time: another process on the machine must not fail the test.
+    started = time.process_time()
     result = simulate(system, outputs, 16, BY_CONTEXT, prompt_tokens=np.full(1000, 64))
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert result.useful_token_slots == int(outputs.sum())

@@ -232,8 +232,9 @@ def test_load_run_refuses_a_bad_manifest(run_dir):
         load_run(run_dir)
 
 
-# The report as a person sees it: report.html in headless Chromium (Debian's chromium,
-# installed here if missing). A probe script reports through the document title.
+# The report as a person sees it: report.html in headless Chromium (the `chromium`
+# fixture, tests/harness/report/conftest.py, installs it in the set-up if missing). A
+# probe script reports through the document title.
 CHROMIUM_PROBE = """<script>window.addEventListener('load', () => {
   const images = [...document.images];
   document.title = JSON.stringify({images: images.length,
@@ -242,27 +243,15 @@ CHROMIUM_PROBE = """<script>window.addEventListener('load', () => {
 });</script></body>"""
 
 
-def chromium() -> str:
-    import shutil
-    import subprocess
-
-    if shutil.which("chromium") is None:
-        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, timeout=900)
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.fail("chromium is not installed and apt-get could not install it")
-    return path
-
-
-def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sweep, tmp_path):
+@pytest.mark.browser
+def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sweep, tmp_path, chromium):
     import subprocess
 
     _, _, paths = sweep
     probed = tmp_path / "report.html"
     probed.write_text(paths.html.read_text().replace("</body>", CHROMIUM_PROBE))
     result = subprocess.run(
-        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
         capture_output=True, text=True, timeout=180,
