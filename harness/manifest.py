@@ -11,11 +11,11 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-System = Literal["continuous", "static", "naive"]
+from harness.systems import SystemName
 
 
 class HostInfo(BaseModel):
@@ -60,10 +60,10 @@ class RunManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     run_id: str = Field(description="directory name of the run")
-    system: System = Field(description="batching system measured: continuous, static, or naive (padded waves)")
+    system: SystemName = Field(description="batching system measured: continuous, static, or naive (padded waves)")
     workload: dict[str, Any] = Field(description="the workload spec, as loaded")
     plan_sha256: str = Field(description="hash of plan.json")
-    batch_size: int = Field(description="B: the server's max-num-seqs, and the wave size for naive")
+    batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive")
     endpoint: str = Field(description="base URL of the server under test")
     model: str = Field(description="served model name")
     server: dict[str, Any] | None = Field(description="launcher's server info (argv, vLLM version); None if external")

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, replace
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.records import TELEMETRY_FIELDS
+
 # Sample name in /metrics -> column name in telemetry tables.
 GAUGES = {
     "vllm:num_requests_running": "running",
@@ -43,6 +45,8 @@ class TelemetrySample:
 
 
 TELEMETRY_COLUMNS = tuple(TelemetrySample.__dataclass_fields__)
+# The schema (harness.records) is the reference; the sampler follows it.
+assert TELEMETRY_COLUMNS == tuple(TELEMETRY_FIELDS), "sampler out of step with the telemetry schema"
 
 
 _WANTED = {**GAUGES, **COUNTERS}

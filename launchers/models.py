@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
 from harness.errors import UsageError
 
 TINY_SEED = 20231
@@ -73,31 +74,7 @@ TINY = ModelProfile(
 
 LLAMA_3_1_8B = ModelProfile(
     name="llama-3.1-8b",
-    config={
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "vocab_size": 128256,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0,
-        "rope_scaling": {
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-            "rope_type": "llama3",
-        },
-        "tie_word_embeddings": False,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "torch_dtype": "bfloat16",
-    },
+    config=LLAMA_3_1_8B_CONFIG,
     dtype="bfloat16",
     with_weights=False,
     description="Llama-3.1-8B shapes, dummy weights (GPU: --load-format dummy)",
@@ -105,25 +82,7 @@ LLAMA_3_1_8B = ModelProfile(
 
 OPT_13B = ModelProfile(
     name="opt-13b",
-    config={
-        "architectures": ["OPTForCausalLM"],
-        "model_type": "opt",
-        "hidden_size": 5120,
-        "ffn_dim": 20480,
-        "num_hidden_layers": 40,
-        "num_attention_heads": 40,
-        "vocab_size": 50272,
-        "max_position_embeddings": 2048,
-        "word_embed_proj_dim": 5120,
-        "do_layer_norm_before": True,
-        "enable_bias": True,
-        "layer_norm_elementwise_affine": True,
-        "activation_function": "relu",
-        "bos_token_id": 2,
-        "eos_token_id": 2,
-        "pad_token_id": 1,
-        "torch_dtype": "float16",
-    },
+    config=OPT_13B_CONFIG,
     dtype="float16",
     with_weights=False,
     description="OPT-13B shapes (the Anyscale model), dummy weights",

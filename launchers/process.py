@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
 from collections import deque
 from pathlib import Path
 
@@ -49,17 +48,15 @@ def stop_group(pgid: int, grace_s: float) -> bool:
 
     Returns True if SIGKILL was needed.
     """
+    members = group_members(pgid)
     if not _signal_group(pgid, signal.SIGTERM):
         return False
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not group_members(pgid):
-            return False
-        time.sleep(0.1)
+    _, alive = psutil.wait_procs(members, timeout=grace_s)
+    # A member started after the snapshot was signalled with the group too.
+    if not alive and not group_members(pgid):
+        return False
     _signal_group(pgid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    psutil.wait_procs(group_members(pgid), timeout=10)
     return True
 
 

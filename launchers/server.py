@@ -86,7 +86,7 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
-class Platform:
+class VllmBuild:
     """What the installed vLLM build needs: its async default and KV-cache sizing."""
 
     distribution: str
@@ -111,19 +111,19 @@ def build_command(
     model: ResolvedModel,
     port: int,
     python: str,
-    platform_: Platform,
+    vllm_build: VllmBuild,
     step_log: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The exact argv and the environment overrides for a server; pure, no side effects.
 
     `step_log`: where the engine appends one line per step (none: not recorded).
     """
-    async_scheduling = platform_.async_scheduling(spec.async_scheduling)
+    async_scheduling = vllm_build.async_scheduling(spec.async_scheduling)
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args()]
     argv += ["--served-model-name", model.argument]
     argv += ["--host", spec.host, "--port", str(port), "--max-num-seqs", str(spec.max_num_seqs)]
     argv += ["--async-scheduling" if async_scheduling else "--no-async-scheduling"]
-    kv_cache_bytes = platform_.kv_cache_bytes(spec.kv_cache_bytes)
+    kv_cache_bytes = vllm_build.kv_cache_bytes(spec.kv_cache_bytes)
     if kv_cache_bytes is not None:
         argv += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
     env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), os.environ.get("PYTHONPATH"))}
@@ -271,14 +271,14 @@ def _ready(client: httpx.Client, model: str) -> bool:
     return models.status_code == 200 and any(m.get("id") == model for m in models.json().get("data", []))
 
 
-def probe_vllm(python: str) -> Platform:
+def probe_vllm(python: str) -> VllmBuild:
     """Which vLLM distribution and version `python` has; UsageError if none."""
     result = subprocess.run([python, "-c", _PROBE_VLLM], capture_output=True, text=True, timeout=60)
     if result.returncode == 3:
         raise UsageError(f"vllm is not installed for {python}: run `make setup` (cpu extra) or install the gpu extra")
     if result.returncode != 0:
         raise UsageError(f"could not inspect vllm with {python}: {result.stderr.strip().splitlines()[-1:]}")
-    return Platform(**json.loads(result.stdout))
+    return VllmBuild(**json.loads(result.stdout))
 
 
 def default_log_dir(mode: str, port: int) -> Path:

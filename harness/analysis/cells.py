@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.engine import EngineMetrics, engine_metrics, front_end_starved_share
-from harness.analysis.gap import GapEntry, Level
+from harness.analysis.gap import GapEntry
+from harness.analysis.levels import Level, is_cap
 from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
 from harness.analysis.metrics import RunMetrics
 from harness.analysis.rundir import RunData
@@ -130,4 +131,4 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
                 reasons.append(f"{system}: {cell.health.reasons[0]}")
         if ratios:
             rows.append(HeadlineRow(level, ratios, stable, tuple(reasons)))
-    return sorted(rows, key=lambda row: (isinstance(row.level, str), row.level if isinstance(row.level, int) else 0))
+    return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

@@ -17,15 +17,16 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
+from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import RunMetrics
-from harness.analysis.simulate import SYSTEMS, SystemName, simulate
+from harness.analysis.simulate import simulate
 from harness.analysis.step_cost import StepCost
 from harness.errors import UsageError
+from harness.systems import SYSTEMS, SystemName
 
 if TYPE_CHECKING:
     from harness.analysis.rundir import RunData
 
-Level = int | str
 RATIOS: tuple[tuple[SystemName, SystemName], ...] = (
     ("continuous", "static"),
     ("continuous", "naive"),
@@ -122,7 +123,7 @@ def gap_table(entries: Sequence[GapEntry]) -> pd.DataFrame:
     for entry in entries:
         key = (entry.level, entry.system)
         if key in seen:
-            raise UsageError(
+            raise ValueError(
                 f"gap table: two {entry.system} runs at spread level {entry.level} "
                 f"({seen[key]} and {entry.workload}); give one run per system and level"
             )
@@ -138,8 +139,8 @@ def _columns() -> list[str]:
 
 def _ordered_levels(entries: Sequence[GapEntry]) -> list[Level]:
     levels = {e.level for e in entries}
-    caps = sorted(level for level in levels if isinstance(level, int))
-    labels = sorted(level for level in levels if not isinstance(level, int))
+    caps = sorted(level for level in levels if is_cap(level))
+    labels = sorted(level for level in levels if not is_cap(level))
     return [*caps, *labels]
 
 
@@ -171,7 +172,7 @@ def check_acceptance(table: pd.DataFrame, tolerance: float = 0.10, beat_above: i
     cap above `beat_above`; every measured total tok/s is within `tolerance` of its
     prediction (one FAIL line per run outside it).
     """
-    caps = table.loc[[isinstance(level, (int, np.integer)) for level in table["level"]]]
+    caps = table.loc[[is_cap(level) for level in table["level"]]]
     growth = ("static/naive", "continuous/static", "continuous/naive")
     findings = [_grows_with_spread(caps, column) for column in growth]
     findings.append(_continuous_beats_static(caps, beat_above))
@@ -209,7 +210,7 @@ def _within_prediction(table: pd.DataFrame, tolerance: float) -> list[str]:
         for system in SYSTEMS:
             difference = row[f"{system}_vs_predicted"]
             if not math.isnan(difference):
-                checked.append((difference, f"{system} at {_level_name(row['level'])}"))
+                checked.append((difference, f"{system} at {level_name(row['level'])}"))
     if not checked:
         return [f"SKIP: {claim}: no predictions"]
     outside = [(d, where) for d, where in checked if abs(d) > tolerance]
@@ -219,6 +220,3 @@ def _within_prediction(table: pd.DataFrame, tolerance: float) -> list[str]:
         return [f"PASS: {claim} ({len(checked)} runs; worst {where}, {round(worst, 3) + 0.0:+.1%})"]
     return [f"FAIL: {claim}: {where} measured {d:+.1%} from predicted" for d, where in outside]
 
-
-def _level_name(level: Level) -> str:
-    return f"cap {level}" if isinstance(level, (int, np.integer)) else str(level)

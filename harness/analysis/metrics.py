@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Distribution:
+class Percentiles:
     """Summary of a sample: count of defined values, mean, p50, p90, p99, max."""
 
     count: int
@@ -69,7 +69,7 @@ class Distribution:
     max: float
 
     @classmethod
-    def of(cls, values: Any) -> Distribution:
+    def of(cls, values: Any) -> Percentiles:
         """Summarise `values`, leaving NaN out; all NaN or empty gives count 0 and NaN stats."""
         array = np.asarray(values, dtype=float)
         array = array[~np.isnan(array)]
@@ -103,24 +103,24 @@ class RunMetrics:
     generated_tok_s: float
     total_tok_s: float
     req_s: float
-    ttft_s: Distribution
-    e2e_s: Distribution
-    useful_e2e_s: Distribution
-    tpot_s: Distribution
-    itl_s: Distribution
+    ttft_s: Percentiles
+    e2e_s: Percentiles
+    useful_e2e_s: Percentiles
+    tpot_s: Percentiles
+    itl_s: Percentiles
     slo_met: int
     slo_met_fraction: float
     goodput_req_s: float
     mean_occupancy: float
     useful_slot_time_fraction: float
-    lateness_s: Distribution
+    lateness_s: Percentiles
 
     def to_flat_dict(self) -> dict[str, Any]:
         """One level of scalars: distributions as `name.stat`, errors as `errors.<message>`."""
         flat: dict[str, Any] = {}
         for item in fields(self):
             value = getattr(self, item.name)
-            if isinstance(value, Distribution):
+            if isinstance(value, Percentiles):
                 flat.update({f"{item.name}.{stat.name}": getattr(value, stat.name) for stat in fields(value)})
             elif isinstance(value, dict):
                 flat.update({f"{item.name}.{key}": count for key, count in value.items()})
@@ -165,17 +165,17 @@ def compute_run_metrics(
         generated_tok_s=_rate(generated, makespan),
         total_tok_s=_rate(prompt + useful, makespan),
         req_s=_rate(ok, makespan),
-        ttft_s=Distribution.of(requests["ttft_s"]),
-        e2e_s=Distribution.of(requests["e2e_s"]),
-        useful_e2e_s=Distribution.of(requests["useful_e2e_s"]),
-        tpot_s=Distribution.of(requests["tpot_s"]),
-        itl_s=Distribution.of(inter_token_latencies(tokens, requests)),
+        ttft_s=Percentiles.of(requests["ttft_s"]),
+        e2e_s=Percentiles.of(requests["e2e_s"]),
+        useful_e2e_s=Percentiles.of(requests["useful_e2e_s"]),
+        tpot_s=Percentiles.of(requests["tpot_s"]),
+        itl_s=Percentiles.of(inter_token_latencies(tokens, requests)),
         slo_met=met,
         slo_met_fraction=met / len(records) if len(records) else math.nan,
         goodput_req_s=_rate(met, makespan),
         mean_occupancy=mean_occupancy(telemetry, batch_size, start, end, max_hold_s(telemetry_interval_s)),
         useful_slot_time_fraction=useful_slot_time_fraction(requests, batch_size, makespan),
-        lateness_s=Distribution.of(records["lateness_s"]),
+        lateness_s=Percentiles.of(records["lateness_s"]),
     )
 
 

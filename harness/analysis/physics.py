@@ -11,11 +11,15 @@ KV-per-token figures are exact byte counts (131072 bytes = 128 KiB).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.errors import UsageError
+from harness.analysis.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
+
+
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 class ModelShape(BaseModel):
@@ -45,6 +49,29 @@ class ModelShape(BaseModel):
     num_parameters_override: int | None = Field(
         default=None, gt=0, description="Published parameter count to use instead of counting from the shape."
     )
+
+    @classmethod
+    def from_hf_config(cls, name: str, config: Mapping[str, Any]) -> ModelShape:
+        """The shape a Hugging Face config.json describes (llama and opt model types).
+
+        Absent keys take transformers' defaults: as many KV heads as query heads, tied
+        embeddings, head_dim = hidden_size / heads.
+        """
+        return cls(
+            name=name,
+            architecture=config["model_type"],
+            num_layers=config["num_hidden_layers"],
+            hidden_size=config["hidden_size"],
+            num_attention_heads=config["num_attention_heads"],
+            num_kv_heads=config.get("num_key_value_heads", config["num_attention_heads"]),
+            head_dim=config.get("head_dim"),
+            # Llama names the MLP width intermediate_size, OPT ffn_dim.
+            intermediate_size=config.get("intermediate_size", config.get("ffn_dim")),
+            vocab_size=config["vocab_size"],
+            max_position_embeddings=config["max_position_embeddings"],
+            tie_word_embeddings=config.get("tie_word_embeddings", True),
+            dtype_bytes=_DTYPE_BYTES[config["torch_dtype"]],
+        )
 
     @model_validator(mode="before")
     @classmethod
@@ -126,34 +153,8 @@ class ModelCard(BaseModel):
     kv_tokens_capacity: int = Field(description="Whole tokens of KV cache that fit in kv_cache_bytes_available.")
 
 
-LLAMA_3_1_8B = ModelShape(
-    name="Llama-3.1-8B",
-    architecture="llama",
-    num_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_kv_heads=8,
-    head_dim=128,
-    intermediate_size=14336,
-    vocab_size=128256,
-    max_position_embeddings=131072,
-    tie_word_embeddings=False,
-    dtype_bytes=2,
-)
-
-OPT_13B = ModelShape(
-    name="OPT-13B",
-    architecture="opt",
-    num_layers=40,
-    hidden_size=5120,
-    num_attention_heads=40,
-    num_kv_heads=40,
-    intermediate_size=20480,
-    vocab_size=50272,
-    max_position_embeddings=2048,
-    tie_word_embeddings=True,
-    dtype_bytes=2,
-)
+LLAMA_3_1_8B = ModelShape.from_hf_config("Llama-3.1-8B", LLAMA_3_1_8B_CONFIG)
+OPT_13B = ModelShape.from_hf_config("OPT-13B", OPT_13B_CONFIG)
 
 # Spec-sheet figures. The H100's "80 GB" board reports ~81,559 MiB (8.55e10 bytes) to
 # nvidia-smi; taking the printed 80e9 keeps derived capacities on the conservative side.
@@ -170,7 +171,7 @@ _OPT_POSITION_OFFSET = 2
 def model_card(model: ModelShape, gpu: GpuSpec, allowance: MemoryAllowance | None = None) -> ModelCard:
     """Derive the decode numbers of `model` on `gpu` under the memory `allowance`.
 
-    Raises UsageError when the weights and allowance leave no room for a KV cache.
+    Raises ValueError when the weights and allowance leave no room for a KV cache.
     """
     allowance = allowance or MemoryAllowance()
     params = model.num_parameters
@@ -180,7 +181,7 @@ def model_card(model: ModelShape, gpu: GpuSpec, allowance: MemoryAllowance | Non
     usable = gpu.memory_bytes * allowance.gpu_memory_utilization
     available = usable - weight_bytes - allowance.activation_peak_bytes - allowance.non_torch_bytes
     if available <= 0:
-        raise UsageError(
+        raise ValueError(
             f"model: {model.name} needs {weight_bytes / 1e9:.1f} GB of weights plus allowances, "
             f"more than the {usable / 1e9:.1f} GB usable on {gpu.name}"
         )
@@ -213,9 +214,9 @@ def roofline_step_time_s(model: ModelShape, gpu: GpuSpec, batch: int, context_to
     (QK^T and AV: 4 x layers x heads x head_dim FLOPs per context token).
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise UsageError(f"batch: must be a positive integer, got {batch!r}")
+        raise ValueError(f"batch: must be a positive integer, got {batch!r}")
     if isinstance(context_tokens, bool) or not isinstance(context_tokens, int) or context_tokens < 0:
-        raise UsageError(f"context_tokens: must be a non-negative integer, got {context_tokens!r}")
+        raise ValueError(f"context_tokens: must be a non-negative integer, got {context_tokens!r}")
     weight_bytes = model.num_parameters * model.dtype_bytes
     kv_bytes = batch * context_tokens * kv_bytes_per_token(model)
     memory_s = (weight_bytes + kv_bytes) / gpu.memory_bandwidth_bytes_per_s

@@ -32,7 +32,7 @@ from harness.records import (
     TOKEN_SCHEMA,
     TOKENS_FILE,
 )
-from harness.workload.spec import describe_validation_error
+from harness.validation import describe_validation_error
 
 @dataclass(frozen=True, eq=False)
 class RunData:

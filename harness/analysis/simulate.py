@@ -29,15 +29,12 @@ import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from harness.analysis.step_cost import StepCost
-from harness.errors import UsageError
+from harness.systems import SYSTEMS, SystemName
 
-SystemName = Literal["continuous", "static", "naive"]
-SYSTEMS: tuple[SystemName, ...] = ("continuous", "static", "naive")
 
 # Arrivals within a nanosecond of a step boundary count as arrived by it, so float
 # rounding in the accumulated clock cannot push an admission one step late.
@@ -63,13 +60,13 @@ class StepTimeModel:
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.seconds):
-            raise UsageError("step model points: need at least one (batch size, seconds) pair")
+            raise ValueError("step model points: need at least one (batch size, seconds) pair")
         if any(b < 1 for b in self.batch_sizes) or list(self.batch_sizes) != sorted(set(self.batch_sizes)):
-            raise UsageError("step model batch sizes: must be distinct positive integers in increasing order")
+            raise ValueError("step model batch sizes: must be distinct positive integers in increasing order")
         if not all(math.isfinite(s) and s > 0 for s in self.seconds):
-            raise UsageError("step model seconds: every step time must be positive and finite")
+            raise ValueError("step model seconds: every step time must be positive and finite")
         if not (math.isfinite(self.prefill_s_per_token) and self.prefill_s_per_token >= 0):
-            raise UsageError("prefill_s_per_token: must be zero or positive")
+            raise ValueError("prefill_s_per_token: must be zero or positive")
 
     @classmethod
     def from_points(cls, points: dict[int, float], prefill_s_per_token: float = 0.0) -> StepTimeModel:
@@ -84,7 +81,7 @@ class StepTimeModel:
     def step_time(self, active: int) -> float:
         """Seconds for one decode step with `active` sequences (prefill not included)."""
         if active < 1:
-            raise UsageError(f"active: a step needs at least one sequence, got {active}")
+            raise ValueError(f"active: a step needs at least one sequence, got {active}")
         xs, ys = self.batch_sizes, self.seconds
         if len(xs) == 1:
             return ys[0]
@@ -167,9 +164,9 @@ def simulate(
     waiting for arrivals lower the throughputs but not the occupancies.
     """
     if system not in SYSTEMS:
-        raise UsageError(f"system: must be one of {', '.join(SYSTEMS)}, got {system!r}")
+        raise ValueError(f"system: must be one of {', '.join(SYSTEMS)}, got {system!r}")
     if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
-        raise UsageError(f"B: batch size must be a positive integer, got {B!r}")
+        raise ValueError(f"B: batch size must be a positive integer, got {B!r}")
     outputs = _counts("output_tokens", output_tokens, minimum=1)
     n = len(outputs)
     if prompt_tokens is None:
@@ -178,11 +175,11 @@ def simulate(
         prompts = _counts("prompt_tokens", prompt_tokens, minimum=0)
     times = np.zeros(n) if arrivals is None else _arrivals(arrivals)
     if len(prompts) != n:
-        raise UsageError(f"prompt_tokens: has {len(prompts)} entries, output_tokens has {n}")
+        raise ValueError(f"prompt_tokens: has {len(prompts)} entries, output_tokens has {n}")
     if len(times) != n:
-        raise UsageError(f"arrivals: has {len(times)} entries, output_tokens has {n}")
+        raise ValueError(f"arrivals: has {len(times)} entries, output_tokens has {n}")
     if not (math.isfinite(wave_gap_s) and wave_gap_s >= 0):
-        raise UsageError(f"wave_gap_s: must be zero or positive seconds, got {wave_gap_s!r}")
+        raise ValueError(f"wave_gap_s: must be zero or positive seconds, got {wave_gap_s!r}")
     trace = _run(system, outputs, prompts, times, int(B), step_model, float(wave_gap_s))
     return _result(system, int(B), outputs, prompts, trace)
 
@@ -383,11 +380,11 @@ def _counts(name: str, values: Sequence[int] | np.ndarray, minimum: int) -> np.n
     """Validate a 1-D sequence of whole token counts, each at least `minimum`."""
     array = np.asarray(values)
     if array.ndim != 1 or array.size == 0:
-        raise UsageError(f"{name}: must be a non-empty 1-D sequence of token counts")
+        raise ValueError(f"{name}: must be a non-empty 1-D sequence of token counts")
     if array.dtype == bool or not np.issubdtype(array.dtype, np.integer):
-        raise UsageError(f"{name}: token counts must be integers, got dtype {array.dtype}")
+        raise TypeError(f"{name}: token counts must be integers, got dtype {array.dtype}")
     if array.min() < minimum:
-        raise UsageError(f"{name}: every count must be at least {minimum}, got {int(array.min())}")
+        raise ValueError(f"{name}: every count must be at least {minimum}, got {int(array.min())}")
     return array.astype(np.int64)
 
 
@@ -396,7 +393,7 @@ def _arrivals(values: Sequence[float] | np.ndarray) -> np.ndarray:
     try:
         array = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
-        raise UsageError("arrivals: must be numbers of seconds") from None
+        raise TypeError("arrivals: must be numbers of seconds") from None
     if array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(array < 0):
-        raise UsageError("arrivals: must be a 1-D sequence of finite, non-negative offsets in seconds")
+        raise ValueError("arrivals: must be a 1-D sequence of finite, non-negative offsets in seconds")
     return array

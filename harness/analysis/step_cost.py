@@ -17,7 +17,6 @@ from typing import Protocol
 
 import numpy as np
 
-from harness.errors import UsageError
 
 
 class StepCost(Protocol):
@@ -47,9 +46,9 @@ class LinearStepCost:
     def __post_init__(self) -> None:
         for name, value in self.coefficients().items():
             if not (math.isfinite(value) and value >= 0):
-                raise UsageError(f"{name}: must be zero or positive and finite, got {value!r}")
+                raise ValueError(f"{name}: must be zero or positive and finite, got {value!r}")
         if self.overhead_s + self.per_sequence_s <= 0:
-            raise UsageError("step cost: overhead_s and per_sequence_s are both zero, so a decode step would be free")
+            raise ValueError("step cost: overhead_s and per_sequence_s are both zero, so a decode step would be free")
 
     def coefficients(self) -> dict[str, float]:
         """The four constants by name, in the order of the formula."""
@@ -63,6 +62,6 @@ class LinearStepCost:
     def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
         """Seconds of each step of a run of `active` sequences with the given contexts."""
         if active < 1:
-            raise UsageError(f"active: a step needs at least one sequence, got {active}")
+            raise ValueError(f"active: a step needs at least one sequence, got {active}")
         fixed = self.overhead_s + self.per_sequence_s * active + self.per_prefill_token_s * prefill_tokens
         return fixed + self.per_context_token_s * np.asarray(context_tokens, dtype=float)

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.analysis.gap import Level, Prediction, predict_for_run, spread_level
+from harness.analysis.gap import Prediction, predict_for_run, spread_level
+from harness.analysis.levels import Level
 from harness.analysis.rundir import RunData
 from harness.analysis.step_fit import StepFit, StepSample, busy_steps, fit_step_cost, mean_idle_gap
 

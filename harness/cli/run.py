@@ -12,9 +12,8 @@ from pathlib import Path
 from harness.cli.serve import add_server_arguments, start_from_args
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
+from harness.systems import SYSTEMS
 from launchers import MODES
-
-SYSTEMS = ("continuous", "static", "naive")
 
 
 def add_parser(subparsers) -> None:

@@ -11,19 +11,25 @@ we did not launch) get none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
+
+from harness.analysis.cells import HeadlineRow, assess_run, build_cells, headline, median_run
 from harness.analysis.gap import GapEntry, gap_table
+from harness.analysis.levels import level_name
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.analysis.step_predict import predict_held_out, server_models
 from harness.errors import UsageError
-from harness.analysis.cells import HeadlineRow, assess_run, build_cells, headline, median_run
+from harness.manifest import RunManifest
+from harness.report.document import Block
+from harness.report.facts import ReportExtras, ReportRun, gather_facts
 from harness.report.headline import cell_blocks, headline_blocks, headline_summary
-from harness.report.plots import level_name
-from harness.report.render import ReportExtras, ReportPaths, ReportRun, render_report
+from harness.report.render import ReportPaths, render_report
 from harness.report.step_model import StepModelSummary
 
 
@@ -65,7 +71,7 @@ def assemble_report(
     blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.reasons)})" for row in rows if not row.stable]
     if smoke:
         blocked.insert(0, "a smoke run (--quick) is not a measurement")
-    paths = render_report(
+    paths = write_report(
         chosen,
         gap_table([run.entry for run in chosen]),
         out_dir,
@@ -77,6 +83,29 @@ def assemble_report(
         measured=[run.data.manifest for run in assessed],
     )
     return AssembledReport(paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows)
+
+
+def write_report(
+    runs: Sequence[ReportRun],
+    table: pd.DataFrame,
+    out_dir: str | Path,
+    extras: ReportExtras | Mapping[str, Any] | None = None,
+    *,
+    lead: Sequence[Block] = (),
+    details: Sequence[Block] = (),
+    blocked: Sequence[str] = (),
+    summary_extra: Mapping[str, Any] | None = None,
+    measured: Sequence[RunManifest] = (),
+) -> ReportPaths:
+    """Compute what the report states about `runs` and their gap `table`, and write it.
+
+    `lead` goes right under the title (the headline), `details` after the overview;
+    `blocked` names why no acceptance line may be drawn (unstable cells);
+    `summary_extra` is merged into summary.json; `measured` are the manifests of every
+    run measured (default: those of `runs`), for the overview's counts and hosts.
+    """
+    facts = gather_facts(runs, table, extras, blocked=blocked, measured=measured)
+    return render_report(facts, out_dir, lead=lead, details=details, summary_extra=summary_extra)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The top of the report: the answer first, with intervals and an honest verdict.
 
-Builds document blocks (harness.report.render's block types) and the matching
+Builds document blocks (harness.report.document) and the matching
 summary.json entries from cells and headline rows (harness.analysis.cells).
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from harness.analysis.cells import Cell, HeadlineRow
 from harness.analysis.stats import Estimate
-from harness.report.plots import level_name
-from harness.report.render import Block, Bullets, Heading, Paragraph, Table
+from harness.analysis.levels import level_name
+from harness.report.document import Block, Bullets, Heading, Paragraph, Table
 
 SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."
 

@@ -16,16 +16,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from harness.analysis.simulate import SYSTEMS, StepTimeModel, SystemName, simulate, slot_diagram
+from harness.analysis.levels import is_cap, level_name
+from harness.report.facts import SlotDiagram
+from harness.systems import SYSTEMS, SystemName
 
 SYSTEM_COLORS: dict[str, str] = {"continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3"}
 PADDING_COLOR = "#bdbdbd"
 _DPI = 100
-
-
-def level_name(level: int | str) -> str:
-    """How a spread level is labelled: `cap 128` for a cap, the label itself otherwise."""
-    return f"cap {level}" if isinstance(level, (int, np.integer)) else str(level)
 
 
 def throughput_plot(table: pd.DataFrame) -> bytes:
@@ -37,7 +34,7 @@ def throughput_plot(table: pd.DataFrame) -> bytes:
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     x = np.arange(len(table))
-    is_cap = np.array([isinstance(level, (int, np.integer)) for level in table["level"]])
+    caps = np.array([is_cap(level) for level in table["level"]])
     for system in SYSTEMS:
         color = SYSTEM_COLORS[system]
         for column, style, label in (
@@ -47,8 +44,8 @@ def throughput_plot(table: pd.DataFrame) -> bytes:
             values = table[column].to_numpy(dtype=float)
             if np.all(np.isnan(values)):
                 continue
-            ax.plot(x[is_cap], values[is_cap], color=color, label=f"{system} ({label})", **style)
-            ax.plot(x[~is_cap], values[~is_cap], color=color, linestyle="none", marker=style["marker"])
+            ax.plot(x[caps], values[caps], color=color, label=f"{system} ({label})", **style)
+            ax.plot(x[~caps], values[~caps], color=color, linestyle="none", marker=style["marker"])
     ax.set_xticks(x, [level_name(level) for level in table["level"]])
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -110,21 +107,20 @@ def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> by
     return _png(fig)
 
 
-def slot_diagram_plot(output_tokens: Sequence[int], B: int) -> bytes:
-    """Which request holds each batch row at each step, for a burst, per system.
+def slot_diagram_plot(output_tokens: Sequence[int], B: int, diagrams: Sequence[SlotDiagram]) -> bytes:
+    """Which request holds each batch row at each step, for a burst, one panel per diagram.
 
-    Coloured bars are useful tokens (colour by requested length), grey hatched bars
-    naive padding, white gaps idle slots. Titles give steps and the useful fraction.
+    `diagrams` are the schedules of `output_tokens` at batch size `B`. Coloured bars
+    are useful tokens (colour by requested length), grey hatched bars naive padding,
+    white gaps idle slots. Titles give steps and the useful fraction.
     """
     lengths = sorted(set(int(n) for n in output_tokens))
     colormap = colormaps["tab10"]
     palette = {n: colormap(i % colormap.N) for i, n in enumerate(lengths)}
-    fig = Figure(figsize=(8, 1.2 + 1.0 * len(SYSTEMS) * max(1, B / 4)))
-    axes = fig.subplots(len(SYSTEMS), 1, sharex=True)
-    unit = StepTimeModel.from_points({1: 1.0})
-    for ax, system in zip(axes, ("static", "naive", "continuous")):
-        result = simulate(system, np.asarray(output_tokens, dtype=np.int64), B, unit)
-        for span in slot_diagram(output_tokens, B, system):
+    fig = Figure(figsize=(8, 1.2 + 1.0 * len(diagrams) * max(1, B / 4)))
+    axes = fig.subplots(len(diagrams), 1, sharex=True)
+    for ax, diagram in zip(axes, diagrams):
+        for span in diagram.spans:
             useful = span.useful_end_step - span.start_step
             ax.barh(span.row, useful, left=span.start_step, height=0.8, edgecolor="white", linewidth=0.5,
                     color=palette[int(output_tokens[span.request])])
@@ -133,7 +129,8 @@ def slot_diagram_plot(output_tokens: Sequence[int], B: int) -> bytes:
                         color=PADDING_COLOR, hatch="//", edgecolor="white", linewidth=0.5)
         ax.set_yticks(range(B), [f"row {r}" for r in range(B)])
         ax.invert_yaxis()
-        ax.set_title(f"{system}: {result.num_steps} steps, {result.useful_fraction:.0%} of slots useful",
+        result = diagram.result
+        ax.set_title(f"{diagram.system}: {result.num_steps} steps, {result.useful_fraction:.0%} of slots useful",
                      fontsize="medium")
     axes[-1].set_xlabel("decode step")
     handles = [Patch(color=palette[n], label=f"{n} tokens") for n in lengths]

@@ -28,7 +28,8 @@ from pydantic import (
 )
 
 from harness.errors import UsageError
-from harness.workload.spec import WorkloadSpec, describe_validation_error
+from harness.validation import describe_validation_error
+from harness.workload.spec import WorkloadSpec
 
 # Child streams of SeedSequence(spec.seed); prompt text uses the next key (see prompts.py).
 PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2

@@ -8,12 +8,11 @@ import math
 import pytest
 
 from harness.analysis.gap import GapEntry, Prediction, check_acceptance, gap_table, predict_for_run, spread_level
-from harness.analysis.metrics import Distribution, RunMetrics
+from harness.analysis.metrics import Percentiles, RunMetrics
 from harness.analysis.simulate import StepTimeModel
-from harness.errors import UsageError
 from harness.workload.plan import PlannedRequest
 
-NAN_DIST = Distribution.of([])
+NAN_DIST = Percentiles.of([])
 BASE = RunMetrics(
     requests=1, ok=1, failed=0, length_mismatches=0, errors={}, makespan_s=1.0, prompt_tokens=0,
     useful_tokens=0, generated_tokens=0, output_tok_s=0.0, generated_tok_s=0.0, total_tok_s=0.0, req_s=1.0,
@@ -64,7 +63,7 @@ def test_gap_table_relative_difference_to_prediction():
 
 
 def test_gap_table_refuses_two_runs_of_a_system_at_a_level():
-    with pytest.raises(UsageError, match="two static runs at spread level 32"):
+    with pytest.raises(ValueError, match="two static runs at spread level 32"):
         gap_table([entry(32, "static", 1.0), entry(32, "static", 2.0, workload="other")])
 
 

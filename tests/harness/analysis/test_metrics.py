@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from harness.analysis.metrics import (
-    Distribution,
+    Percentiles,
     compute_run_metrics,
     mean_occupancy,
     occupancy_series,
@@ -92,7 +92,7 @@ def test_throughput_counts_useful_and_prompt_tokens_over_the_makespan(continuous
 
 
 def test_latency_distributions(continuous):
-    assert continuous.ttft_s == Distribution(count=3, mean=5 / 3, p50=1.0, p90=2.6, p99=pytest.approx(2.96), max=3.0)
+    assert continuous.ttft_s == Percentiles(count=3, mean=5 / 3, p50=1.0, p90=2.6, p99=pytest.approx(2.96), max=3.0)
     assert continuous.e2e_s.mean == pytest.approx(8 / 3)
     assert (continuous.e2e_s.p50, continuous.e2e_s.max) == (2.0, 4.0)
     # TPOT: r0 (102-101)/2, r1 (102-101)/1, r2 (104-103)/2.
@@ -234,13 +234,13 @@ def test_flat_dict_flattens_distributions_and_errors(continuous):
     assert flat["total_tok_s"] == 9.5
     assert flat["ttft_s.p50"] == 1.0
     assert flat["errors.boom"] == 1
-    assert not any(isinstance(v, (dict, Distribution)) for v in flat.values())
+    assert not any(isinstance(v, (dict, Percentiles)) for v in flat.values())
 
 
 def test_distribution_of_empty_and_nan():
-    empty = Distribution.of([math.nan])
+    empty = Percentiles.of([math.nan])
     assert empty.count == 0 and math.isnan(empty.mean)
-    assert Distribution.of(np.array([1.0, 2.0, 3.0, 4.0, 5.0])).p90 == pytest.approx(4.6)
+    assert Percentiles.of(np.array([1.0, 2.0, 3.0, 4.0, 5.0])).p90 == pytest.approx(4.6)
 
 
 def test_a_poll_stands_for_at_most_its_hold_time():

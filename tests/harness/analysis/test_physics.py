@@ -18,7 +18,6 @@ from harness.analysis.physics import (
     model_card,
     roofline_step_time_s,
 )
-from harness.errors import UsageError
 
 
 def test_llama_3_1_8b_parameter_count_from_its_shape():
@@ -85,7 +84,7 @@ def test_explicit_allowance_replaces_the_default():
 
 def test_model_card_refuses_a_gpu_too_small_for_the_weights():
     small = GpuSpec(name="16 GB card", memory_bandwidth_bytes_per_s=1e12, peak_flops=1e14, memory_bytes=16e9)
-    with pytest.raises(UsageError, match="^model:"):
+    with pytest.raises(ValueError, match="^model:"):
         model_card(OPT_13B, small)
 
 
@@ -121,7 +120,7 @@ def test_roofline_turns_compute_bound_past_the_crossover():
 
 @pytest.mark.parametrize(("batch", "context", "argument"), [(0, 0, "batch"), (4, -1, "context_tokens")])
 def test_roofline_rejects_bad_arguments(batch, context, argument):
-    with pytest.raises(UsageError, match=f"^{argument}:"):
+    with pytest.raises(ValueError, match=f"^{argument}:"):
         roofline_step_time_s(LLAMA_3_1_8B, H100_SXM_80GB, batch, context)
 
 

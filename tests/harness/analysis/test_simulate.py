@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from harness.analysis.simulate import SYSTEMS, SlotSpan, StepTimeModel, simulate, slot_diagram
+from harness.systems import SYSTEMS
+from harness.analysis.simulate import SlotSpan, StepTimeModel, simulate, slot_diagram
 from harness.analysis.step_cost import LinearStepCost
-from harness.errors import UsageError
 
 SEED = [100, 200, 300, 1000]
 ONE_MS = StepTimeModel.from_points({1: 0.001})
@@ -59,12 +59,12 @@ def test_step_model_clamps_downward_extrapolation_to_stay_positive():
     ],
 )
 def test_step_model_rejects_bad_points(points, prefill, argument):
-    with pytest.raises(UsageError, match=argument):
+    with pytest.raises(ValueError, match=argument):
         StepTimeModel.from_points(points, prefill_s_per_token=prefill)
 
 
 def test_step_model_rejects_empty_step():
-    with pytest.raises(UsageError, match="active"):
+    with pytest.raises(ValueError, match="active"):
         ONE_MS.step_time(0)
 
 
@@ -373,7 +373,7 @@ def test_slot_diagram_shows_continuous_refills():
 )
 def test_simulate_rejects_bad_arguments_naming_them(kwargs, argument):
     arguments = {"system": "static", "output_tokens": [10, 20], "B": 2, "step_model": ONE_MS, **kwargs}
-    with pytest.raises(UsageError, match=f"^{argument}:") as caught:
+    with pytest.raises((TypeError, ValueError), match=f"^{argument}:") as caught:
         simulate(**arguments)
     assert "\n" not in str(caught.value)
 
@@ -383,9 +383,10 @@ def test_thousand_requests_simulate_well_under_a_second(system):
     rng = np.random.default_rng(11)
     outputs = rng.integers(1, 1537, size=1000)
     model = StepTimeModel.from_points({1: 0.0015, 2: 0.002}, prefill_s_per_token=1e-6)
-    started = time.perf_counter()
+    # CPU time, not wall time: another process on the machine must not fail the test.
+    started = time.process_time()
     result = simulate(system, outputs, 32, model, prompt_tokens=rng.integers(1, 1024, size=1000))
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert result.useful_token_slots == int(outputs.sum())
 
 
@@ -393,7 +394,8 @@ def test_thousand_requests_simulate_well_under_a_second(system):
 def test_thousand_requests_with_context_cost_simulate_well_under_a_second(system):
     rng = np.random.default_rng(12)
     outputs = rng.integers(1, 1537, size=1000)
-    started = time.perf_counter()
+    # CPU time, not wall time: another process on the machine must not fail the test.
+    started = time.process_time()
     result = simulate(system, outputs, 16, BY_CONTEXT, prompt_tokens=np.full(1000, 64))
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert result.useful_token_slots == int(outputs.sum())

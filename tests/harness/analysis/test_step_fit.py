@@ -124,5 +124,5 @@ def test_real_engine_steps_fitted_at_small_batches_predict_batch_16():
     ],
 )
 def test_linear_cost_refuses_negative_or_free_steps(coefficients, argument):
-    with pytest.raises(UsageError, match=argument):
+    with pytest.raises(ValueError, match=argument):
         LinearStepCost(*coefficients)

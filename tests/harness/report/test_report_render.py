@@ -18,7 +18,7 @@ from harness.analysis.simulate import StepTimeModel, simulate
 from harness.errors import UsageError
 from harness.manifest import HostInfo, RunCounts, RunManifest
 from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
-from harness.report import ReportRun, render_report
+from harness.report import ReportRun, write_report
 
 T0 = 1000.0
 PROMPT = 6
@@ -104,7 +104,7 @@ def sweep(tmp_path_factory):
         runs.append(ReportRun(GapEntry.from_run(data, metrics_for_run(data), predicted), data))
     table = gap_table([run.entry for run in runs])
     extras = {"caveats": ["Tiny synthetic runs."], "step_models": [STEP_MODEL]}
-    paths = render_report(runs, table, tmp_path_factory.mktemp("report"), extras)
+    paths = write_report(runs, table, tmp_path_factory.mktemp("report"), extras)
     return runs, table, paths
 
 
@@ -183,9 +183,9 @@ def test_summary_json(sweep):
 def test_bad_extras_and_unknown_occupancy_level_are_usage_errors(sweep, tmp_path):
     runs, table, _ = sweep
     with pytest.raises(UsageError, match="report extras: colour"):
-        render_report(runs, table, tmp_path, {"colour": "red"})
+        write_report(runs, table, tmp_path, {"colour": "red"})
     with pytest.raises(UsageError, match="occupancy_level"):
-        render_report(runs, table, tmp_path, {"occupancy_level": 512})
+        write_report(runs, table, tmp_path, {"occupancy_level": 512})
 
 
 # --- load_run refusals -----------------------------------------------------------------
@@ -232,8 +232,9 @@ def test_load_run_refuses_a_bad_manifest(run_dir):
         load_run(run_dir)
 
 
-# The report as a person sees it: report.html in headless Chromium (Debian's chromium,
-# installed here if missing). A probe script reports through the document title.
+# The report as a person sees it: report.html in headless Chromium (the `chromium`
+# fixture, tests/harness/report/conftest.py, installs it in the set-up if missing). A
+# probe script reports through the document title.
 CHROMIUM_PROBE = """<script>window.addEventListener('load', () => {
   const images = [...document.images];
   document.title = JSON.stringify({images: images.length,
@@ -242,27 +243,15 @@ CHROMIUM_PROBE = """<script>window.addEventListener('load', () => {
 });</script></body>"""
 
 
-def chromium() -> str:
-    import shutil
-    import subprocess
-
-    if shutil.which("chromium") is None:
-        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, timeout=900)
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.fail("chromium is not installed and apt-get could not install it")
-    return path
-
-
-def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sweep, tmp_path):
+@pytest.mark.browser
+def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sweep, tmp_path, chromium):
     import subprocess
 
     _, _, paths = sweep
     probed = tmp_path / "report.html"
     probed.write_text(paths.html.read_text().replace("</body>", CHROMIUM_PROBE))
     result = subprocess.run(
-        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
         capture_output=True, text=True, timeout=180,

@@ -1,0 +1,131 @@
+"""The report as a list of blocks, and its two renderings: Markdown and standalone HTML.
+
+Blocks carry already-formatted text; nothing here computes or formats numbers. The
+Markdown links each figure to images/<name>.png beside it; the HTML embeds every
+figure as a base64 data: URI, so the page needs no other file and no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+IMAGES_DIR = "images"
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A section title; level 1 is the report's title."""
+
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """One paragraph of text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Bullets:
+    """A bulleted list."""
+
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """Cells are already formatted text; `numeric` right-aligns all but the first column."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    table_id: str | None = None
+    numeric: bool = True
+
+
+@dataclass(frozen=True)
+class Image:
+    """A figure: PNG bytes, written as images/<name>.png beside report.md."""
+
+    name: str
+    png: bytes
+    caption: str
+
+
+Block = Heading | Paragraph | Bullets | Table | Image
+
+
+def to_markdown(blocks: Iterable[Block]) -> str:
+    """Markdown of `blocks`; images link to images/<name>.png beside the file."""
+    parts = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            parts.append(f"{'#' * block.level} {block.text}")
+        elif isinstance(block, Paragraph):
+            parts.append(block.text)
+        elif isinstance(block, Bullets):
+            parts.append("\n".join(f"- {item}" for item in block.items))
+        elif isinstance(block, Table):
+            lines = [_md_row(block.header), _md_row(["---"] * len(block.header))]
+            lines += [_md_row(row) for row in block.rows]
+            parts.append("\n".join(lines))
+        else:
+            parts.append(f"![{block.caption}]({IMAGES_DIR}/{block.name}.png)\n\n*{block.caption}*")
+    return "\n\n".join(parts) + "\n"
+
+
+def _md_row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em;
+       line-height: 1.45; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.88em; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+table.numeric td:not(:first-child) { text-align: right; font-variant-numeric: tabular-nums; }
+figure { margin: 1.2em 0; }
+img { max-width: 100%; height: auto; }
+figcaption { font-size: 0.9em; color: #555; }
+"""
+
+
+def to_html(blocks: Iterable[Block], title: str) -> str:
+    """A standalone HTML page of `blocks`; images inline as data: URIs."""
+    body = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
+        elif isinstance(block, Paragraph):
+            body.append(f"<p>{html.escape(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            body.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>")
+        elif isinstance(block, Table):
+            body.append(_html_table(block))
+        else:
+            data = base64.b64encode(block.png).decode("ascii")
+            caption = html.escape(block.caption)
+            body.append(
+                f'<figure><img src="data:image/png;base64,{data}" alt="{caption}">'
+                f"<figcaption>{caption}</figcaption></figure>"
+            )
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
+
+
+def _html_table(table: Table) -> str:
+    attributes = f' id="{html.escape(table.table_id)}"' if table.table_id else ""
+    if table.numeric:
+        attributes += ' class="numeric"'
+    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in table.header)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows)
+    return f"<table{attributes}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"

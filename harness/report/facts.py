@@ -1,0 +1,249 @@
+"""Everything the report states, computed before any layout.
+
+`gather_facts` runs the analysis the report shows beyond the gap table: the
+acceptance findings, where the runs were measured, the occupancy and latency series,
+the simulated seed example, the model cards and the step-model quotes. The section
+modules then only lay these out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.analysis import physics
+from harness.analysis.engine import occupancy_steps
+from harness.analysis.gap import GapEntry, check_acceptance
+from harness.analysis.levels import Level, is_cap, level_name
+from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
+from harness.analysis.rundir import RunData
+from harness.analysis.simulate import ScheduleResult, SlotSpan, StepTimeModel, simulate, slot_diagram
+from harness.errors import UsageError
+from harness.manifest import RunManifest
+from harness.validation import describe_validation_error
+from harness.report.step_model import StepModelSummary
+from harness.systems import SYSTEMS, SystemName
+
+# The seed example: one static batch of four holding each length once wastes 60% of
+# its slots. The diagram cycles the lengths four times (as the CPU seed workload does)
+# so continuous batching has requests to refill rows with.
+SEED_OUTPUTS = (100, 200, 300, 1000)
+SEED_DIAGRAM_OUTPUTS = SEED_OUTPUTS * 4
+SEED_B = 4
+_UNIT_STEPS = StepTimeModel.from_points({1: 1.0})
+# The batch sizes at which the report compares a decode step's cost (ours against the GPU's).
+QUOTED_BATCHES = (1, 16)
+
+
+@dataclass(frozen=True, eq=False)
+class ReportRun:
+    """One run in the report: its gap-table entry and the data it was measured from."""
+
+    entry: GapEntry
+    data: RunData
+
+
+class ReportExtras(BaseModel):
+    """What the caller adds beyond the runs: title, caveats, step models, plot choice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field("Continuous vs static batching: the throughput gap", description="Report title.")
+    caveats: list[str] = Field(default_factory=list, description="Free-text caveats, one paragraph each.")
+    step_models: list[StepModelSummary] = Field(
+        default_factory=list, description="The step-cost model of each server, fitted on its engine steps."
+    )
+    occupancy_level: int | str | None = Field(
+        None, description="Spread level of the occupancy plot; default the widest cap with static and continuous runs."
+    )
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Running / B over time at one spread level, per system (empty `series`: no data)."""
+
+    level: Level | None
+    series: dict[str, pd.DataFrame]
+    means: dict[str, float]
+
+
+@dataclass(frozen=True)
+class SlotDiagram:
+    """One system's seed-example schedule in unit steps, and who held which row when."""
+
+    system: SystemName
+    result: ScheduleResult
+    spans: list[SlotSpan]
+
+
+@dataclass(frozen=True)
+class StepQuote:
+    """The main server's fitted step cost, quoted beside the GPU roofline."""
+
+    model: StepModelSummary
+    one_sequence_s: float
+    batch_ratio: float
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """What the sections lay out: the runs, the gap table and all derived from them."""
+
+    extras: ReportExtras
+    runs: list[ReportRun]
+    ordered: list[ReportRun]
+    gap_table: pd.DataFrame
+    findings: list[str]
+    metadata: dict[str, Any]
+    occupancy: Occupancy
+    latencies: dict[tuple[str, SystemName], pd.DataFrame]
+    seed_fractions: dict[SystemName, float]
+    seed_static: ScheduleResult
+    seed_diagrams: list[SlotDiagram]
+    cards: tuple[physics.ModelCard, physics.ModelCard]
+    gpu_batch_ratio: float
+    step_quote: StepQuote | None
+
+
+def parse_extras(extras: ReportExtras | Mapping[str, Any] | None) -> ReportExtras:
+    """`extras` as a ReportExtras; UsageError (one line) if a mapping does not validate."""
+    if isinstance(extras, ReportExtras):
+        return extras
+    try:
+        return ReportExtras.model_validate(dict(extras or {}))
+    except ValidationError as exc:
+        raise UsageError(f"report extras: {describe_validation_error(exc)}") from exc
+
+
+def gather_facts(
+    runs: Sequence[ReportRun],
+    gap_table: pd.DataFrame,
+    extras: ReportExtras | Mapping[str, Any] | None = None,
+    *,
+    blocked: Sequence[str] = (),
+    measured: Sequence[RunManifest] = (),
+) -> ReportFacts:
+    """Compute what the report states.
+
+    `blocked` names why no acceptance line may be drawn (unstable cells); `measured`
+    are the manifests of every run measured (default: those of `runs`), for the
+    overview's counts and hosts.
+    """
+    extras = parse_extras(extras)
+    findings = [f"Not judged: {reason}" for reason in blocked] if blocked else check_acceptance(gap_table)
+    ordered = _ordered(runs, gap_table)
+    llama = physics.model_card(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB)
+    low, high = QUOTED_BATCHES
+    gpu_ratio = (physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, high)
+                 / physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, low))
+    return ReportFacts(
+        extras=extras,
+        runs=list(runs),
+        ordered=ordered,
+        gap_table=gap_table,
+        findings=findings,
+        metadata=run_metadata(list(measured) or [run.data.manifest for run in runs]),
+        occupancy=_occupancy(runs, extras.occupancy_level),
+        latencies={
+            (level_name(r.entry.level), r.entry.system): request_table(r.data.records, r.data.tokens) for r in ordered
+        },
+        seed_fractions={
+            s: simulate(s, np.array(SEED_DIAGRAM_OUTPUTS), SEED_B, _UNIT_STEPS).useful_fraction for s in SYSTEMS
+        },
+        seed_static=simulate("static", np.array(SEED_OUTPUTS), SEED_B, _UNIT_STEPS),
+        # Static first: the diagram reads top-down from the most wasteful system.
+        seed_diagrams=[
+            SlotDiagram(s, simulate(s, np.array(SEED_DIAGRAM_OUTPUTS), SEED_B, _UNIT_STEPS),
+                        slot_diagram(SEED_DIAGRAM_OUTPUTS, SEED_B, s))
+            for s in ("static", "naive", "continuous")
+        ],
+        cards=(llama, physics.model_card(physics.OPT_13B, physics.A100_40GB)),
+        gpu_batch_ratio=gpu_ratio,
+        step_quote=_step_quote(extras),
+    )
+
+
+def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:
+    """Where and with what the runs were measured: unique hosts, models and versions."""
+    return {
+        "runs": len(manifests),
+        "hosts": unique(m.host.model_dump() for m in manifests),
+        "models": unique(m.model for m in manifests),
+        "vllm_versions": unique(_vllm_version(m) for m in manifests),
+        "harness_versions": unique(m.harness_version for m in manifests),
+        "git_shas": unique(m.git_sha or "unknown" for m in manifests),
+    }
+
+
+def _vllm_version(manifest: RunManifest) -> str:
+    if manifest.server is None:
+        return "unknown (external server)"
+    return str(manifest.server.get("vllm_version", "unknown"))
+
+
+def unique(values: Iterable[Any]) -> list[Any]:
+    """Distinct values in first-seen order (dicts compared by content)."""
+    seen: dict[str, Any] = {}
+    for value in values:
+        seen.setdefault(json.dumps(value, sort_keys=True), value)
+    return list(seen.values())
+
+
+def _ordered(runs: Sequence[ReportRun], table: pd.DataFrame) -> list[ReportRun]:
+    """Runs in gap-table level order, then system order."""
+    order = {level: i for i, level in enumerate(table["level"])}
+    return sorted(runs, key=lambda r: (order.get(r.entry.level, len(order)), SYSTEMS.index(r.entry.system)))
+
+
+def _occupancy(runs: Sequence[ReportRun], requested: Level | None) -> Occupancy:
+    level = _occupancy_level(runs, requested)
+    series: dict[str, pd.DataFrame] = {}
+    means: dict[str, float] = {}
+    if level is None:
+        return Occupancy(None, series, means)
+    for run in runs:
+        if run.entry.level != level or run.entry.system not in ("static", "continuous"):
+            continue
+        start, end = makespan_window(run.data.records)
+        steps = run.data.steps
+        if steps is not None and not steps.empty:
+            # The engine's own steps: exact, no polling gaps.
+            times, running = occupancy_steps(steps)
+            frame = pd.DataFrame({"t_s": times - start, "occupancy": running / run.data.manifest.batch_size})
+        else:
+            hold = max_hold_s(run.data.manifest.telemetry_interval_s)
+            frame = occupancy_series(run.data.telemetry, run.data.manifest.batch_size, start, end, hold)
+        if not frame.empty:
+            series[run.entry.system] = frame
+            means[run.entry.system] = run.entry.metrics.mean_occupancy
+    return Occupancy(level, series, means)
+
+
+def _occupancy_level(runs: Sequence[ReportRun], requested: Level | None) -> Level | None:
+    systems_at: dict[Level, set[str]] = {}
+    for run in runs:
+        systems_at.setdefault(run.entry.level, set()).add(run.entry.system)
+    both = [level for level, systems in systems_at.items() if {"static", "continuous"} <= systems]
+    if requested is not None:
+        if requested not in both:
+            raise UsageError(f"occupancy_level: no static and continuous runs at spread level {requested!r}")
+        return requested
+    caps = sorted(level for level in both if is_cap(level))
+    labels = sorted(str(level) for level in both if not is_cap(level))
+    return caps[-1] if caps else (labels[0] if labels else None)
+
+
+def _step_quote(extras: ReportExtras) -> StepQuote | None:
+    """The continuous server's model (it serves two of the three systems), else the first."""
+    models = sorted(extras.step_models, key=lambda m: not m.server.startswith("continuous"))
+    if not models:
+        return None
+    model = models[0]
+    low, high = QUOTED_BATCHES
+    return StepQuote(model, model.decode_step_s(1), model.decode_step_s(high) / model.decode_step_s(low))

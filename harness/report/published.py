@@ -1,0 +1,159 @@
+"""Published figures beside ours: Anyscale's 2023 post and the seed's back-of-envelope
+numbers, the same quantities computed here (physics, simulate) and measured here.
+Also the model cards those computed numbers come from."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.levels import is_cap
+from harness.report.document import Block, Heading, Paragraph, Table
+from harness.report.facts import QUOTED_BATCHES, SEED_OUTPUTS, ReportFacts, ReportRun, unique
+from harness.report.format import ms, num
+from harness.report.step_model import QUOTED_CONTEXT_PER_SEQUENCE
+
+
+def published_section(facts: ReportFacts) -> list[Block]:
+    """The published-figures table and what differs between their setup and ours."""
+    runs, table = facts.runs, facts.gap_table
+    llama = facts.cards[0]
+    caps = table.loc[[is_cap(level) for level in table["level"]]]
+    rows = (
+        ("Setup",
+         "Anyscale: OPT-13B on one A100 40GB; 1000 prompts of 512 tokens; outputs exponential, mean 128, "
+         "capped at 32/128/512/1536; all sent at once",
+         "—", _our_setup(runs)),
+        ("Naive static batch size per cap", "16/12/8/4 (HF pipelines) for caps 32/128/512/1536", "—",
+         _batch_sizes(runs, "naive")),
+        ("vLLM (continuous batching + PagedAttention) over naive", "~23x",
+         _per_level(caps, "continuous", "naive", predicted=True), _per_level(caps, "continuous", "naive")),
+        ("Continuous batching alone over naive", "~8x", "—",
+         "not separable here: our continuous system is vLLM itself"),
+        ("Optimised static batching (FasterTransformer) over naive", "~4x",
+         _per_level(caps, "static", "naive", predicted=True), _per_level(caps, "static", "naive")),
+        ("Naive static batching at the widest spread", "~81 tok/s", _widest(caps, "naive_predicted_total_tok_s"),
+         _widest(caps, "naive_total_tok_s")),
+        ("Seed: useful slots, outputs 100/200/300/1000 in one static batch of 4", "40%",
+         f"{facts.seed_static.useful_fraction:.0%} (simulated)", _seed_measured(runs)),
+        ("Llama-3.1-8B BF16 weights", "~16 GB", f"{llama.weight_bytes / 1e9:.1f} GB", "—"),
+        ("Decode step floor, H100 at 3.35 TB/s", "~4.8 ms", f"{llama.decode_step_floor_s * 1e3:.2f} ms",
+         _single_sequence_step(facts)),
+        ("Batch where compute catches up (H100)", "~300 sequences", f"{llama.crossover_batch:.0f} sequences", "—"),
+        ("KV cache per token (Llama-3.1-8B)", "128 KiB", f"{llama.kv_bytes_per_token / 1024:.0f} KiB", "—"),
+        ("KV cache room, H100 80GB", "~53 GB", f"{llama.kv_cache_bytes_available / 1e9:.1f} GB", "—"),
+    )
+    return [
+        Heading("Published figures beside ours"),
+        Paragraph("Published: Anyscale's 2023 continuous-batching post and the seed's back-of-envelope figures. "
+                  "Computed: physics.model_card and simulate. Measured: these runs."),
+        Table(("quantity", "published", "computed here", "measured here"), rows, numeric=False),
+        Paragraph(_what_differs(facts)),
+    ]
+
+
+def _our_setup(runs: Sequence[ReportRun]) -> str:
+    manifests = [r.data.manifest for r in runs if is_cap(r.entry.level)]
+    if not manifests:
+        return "no cap-level runs"
+    workloads = unique(_describe_workload(m.workload) for m in manifests)
+    models = ", ".join(unique(m.model for m in manifests))
+    cpus = ", ".join(unique(f"{m.host.cpu} ({m.host.cores} cores)" for m in manifests))
+    caps = "/".join(str(c) for c in sorted({r.entry.level for r in runs if is_cap(r.entry.level)}))
+    return f"{models} on {cpus}; {'; '.join(workloads)}; caps {caps}"
+
+
+def _describe_workload(workload: Mapping[str, Any]) -> str:
+    prompt = workload.get("prompt_tokens") or {}
+    prompt_text = f"{prompt['value']} tokens" if prompt.get("kind") == "fixed" else f"{prompt.get('kind')} lengths"
+    count = workload.get("num_requests") or f"{workload.get('duration_s')} s of"
+    output = workload.get("output_tokens") or {}
+    arrival = (workload.get("arrival") or {}).get("kind", "?")
+    return f"{count} prompts of {prompt_text}, outputs {output.get('kind')} mean {output.get('mean', '?')}, {arrival}"
+
+
+def _batch_sizes(runs: Sequence[ReportRun], system: str) -> str:
+    sizes = sorted((r.entry.level, r.data.manifest.batch_size) for r in runs
+                   if r.entry.system == system and is_cap(r.entry.level))
+    return ", ".join(f"cap {level}: B={b}" for level, b in sizes) or "—"
+
+
+def _per_level(caps: pd.DataFrame, a: str, b: str, predicted: bool = False) -> str:
+    suffix = "_predicted_total_tok_s" if predicted else "_total_tok_s"
+    parts = []
+    for level, top, bottom in zip(caps["level"], caps[f"{a}{suffix}"], caps[f"{b}{suffix}"]):
+        if bottom > 0 and not math.isnan(top):
+            parts.append(f"cap {level}: {top / bottom:.1f}x")
+    return ", ".join(parts) or "—"
+
+
+def _widest(caps: pd.DataFrame, column: str) -> str:
+    known = caps.loc[caps[column].notna()]
+    if known.empty:
+        return "—"
+    last = known.iloc[-1]
+    return f"{num(last[column])} tok/s at cap {last['level']}"
+
+
+def _seed_measured(runs: Sequence[ReportRun]) -> str:
+    for run in runs:
+        output = run.data.manifest.workload.get("output_tokens") or {}
+        if run.entry.system == "static" and set(output.get("values") or ()) == set(SEED_OUTPUTS):
+            return (f"{run.entry.metrics.useful_slot_time_fraction:.0%} of slot-time useful "
+                    f"({run.data.manifest.run_id}, B={run.data.manifest.batch_size})")
+    return "no static seed run"
+
+
+def _single_sequence_step(facts: ReportFacts) -> str:
+    if facts.step_quote is None:
+        return "—"
+    return (f"{ms(facts.step_quote.one_sequence_s)} ms for one sequence at {QUOTED_CONTEXT_PER_SEQUENCE} tokens of "
+            "context (fitted on our engine steps)")
+
+
+def _what_differs(facts: ReportFacts) -> str:
+    llama = facts.cards[0]
+    ours = ""
+    if facts.step_quote is not None:
+        low, high = QUOTED_BATCHES
+        ours = (f" Here a decode step of {high} sequences costs {facts.step_quote.batch_ratio:.1f}x one of {low}"
+                f" (fitted step model, {QUOTED_CONTEXT_PER_SEQUENCE} tokens of context each); for"
+                f" Llama-3.1-8B on an H100 the roofline gives {facts.gpu_batch_ratio:.2f}x.")
+    return (
+        "What differs: Anyscale served OPT-13B on an A100 and the seed reasons about Llama-3.1-8B on an H100, "
+        "while these runs use a small model on a CPU. A GPU decode step of an 8-13B model is memory-bound: it "
+        f"reads every weight once (~{llama.decode_step_floor_s * 1e3:.1f} ms for Llama-3.1-8B on an H100) and "
+        f"compute only catches up near {llama.crossover_batch:.0f} sequences, so extra sequences are nearly free "
+        "and filling idle slots multiplies throughput. A tiny model on a CPU is compute-bound already at small "
+        "batch: each extra sequence costs nearly its full share, so the gain from batching, and from filling "
+        f"slots, is far smaller; absolute tok/s and the size of the ratios do not carry over.{ours} Our continuous "
+        "system is vLLM, so Anyscale's ~8x (continuous batching alone) and ~23x (vLLM) cannot be told apart here. "
+        "What should carry over: the ordering continuous > static > naive and the growth of the gap with the "
+        "spread of output lengths, because both come from slot accounting (idle and padded slots), not from "
+        "the hardware."
+    )
+
+
+def model_card_section(facts: ReportFacts) -> list[Block]:
+    """Decode physics on paper for the two published setups."""
+    cards = facts.cards
+    rows = (
+        ("parameters", *(f"{c.num_parameters / 1e9:.2f} B" for c in cards)),
+        ("weights (BF16/FP16)", *(f"{c.weight_bytes / 1e9:.1f} GB" for c in cards)),
+        ("KV cache per token", *(f"{c.kv_bytes_per_token / 1024:.0f} KiB" for c in cards)),
+        ("decode step floor (weights / bandwidth)", *(f"{c.decode_step_floor_s * 1e3:.2f} ms" for c in cards)),
+        ("FLOPs per token", *(f"{c.flops_per_token / 1e9:.1f} GFLOP" for c in cards)),
+        ("compute/memory crossover batch", *(f"{c.crossover_batch:.0f}" for c in cards)),
+        ("KV cache room (memory x utilisation - weights - activations - non-torch)",
+         *(f"{c.kv_cache_bytes_available / 1e9:.1f} GB" for c in cards)),
+        ("KV cache capacity", *(f"{c.kv_tokens_capacity:,} tokens" for c in cards)),
+    )
+    return [
+        Heading("Model cards"),
+        Paragraph("Decode physics on paper (physics.model_card): decimal GB, spec-sheet bandwidth and dense BF16 "
+                  "FLOP/s, vLLM's default 90% memory utilisation."),
+        Table(("", *(f"{c.model} on {c.gpu}" for c in cards)), rows),
+    ]

@@ -1,0 +1,51 @@
+"""summary.json: the report's numbers for machines, as plain JSON values."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from harness.report.facts import ReportFacts
+
+
+def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The gap table, findings, runs, step models and caveats; `extra` merged on top."""
+    base = json_safe({
+        "metadata": facts.metadata,
+        "gap_table": facts.gap_table.to_dict(orient="records"),
+        "acceptance": list(facts.findings),
+        "runs": [
+            {
+                "run_id": run.data.manifest.run_id,
+                "path": str(run.data.path),
+                "workload": run.entry.workload,
+                "level": run.entry.level,
+                "system": run.entry.system,
+                "batch_size": run.data.manifest.batch_size,
+                "model": run.data.manifest.model,
+                "metrics": run.entry.metrics.to_flat_dict(),
+                "predicted": asdict(run.entry.predicted) if run.entry.predicted else None,
+            }
+            for run in facts.runs
+        ],
+        "step_models": [model.model_dump() for model in facts.extras.step_models],
+        "caveats": facts.extras.caveats,
+    })
+    return base | json_safe(dict(extra or {}))
+
+
+def json_safe(value: Any) -> Any:
+    """Plain JSON values: NaN and infinities become null, numpy scalars Python ones."""
+    if isinstance(value, Mapping):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
