@@ -261,3 +261,57 @@ def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sw
     seen = json.loads(title)
     assert seen["images"] == 4 and seen["loaded"] == 4, seen
     assert seen["gapRows"] >= 4, seen
+
+
+# Above the fold: what a reader sees first in a 1280 x 900 window must be the answer. The
+# probe reports where the headline table ends and how tall the viewport is (Chromium
+# keeps ~140 px of the window for its own frame, as a desktop browser does).
+FOLD_PROBE = """<script>window.addEventListener('load', () => {
+  const headline = document.getElementById('headline');
+  document.title = JSON.stringify({found: headline !== null, innerHeight: window.innerHeight,
+    bottom: headline ? headline.getBoundingClientRect().bottom : null,
+    firstTable: document.querySelector('table').id});
+});</script></body>"""
+WINDOW = (1280, 900)
+
+
+@pytest.fixture(scope="module")
+def assembled(tmp_path_factory):
+    """The report `reproduce` writes (headline first), from three repetitions of each cell."""
+    from harness.report.assemble import assemble_report
+
+    root = tmp_path_factory.mktemp("repeated")
+    dirs = [write_run(root, f"{system}-cap{cap}-r{rep}", system, cap_workload(cap), outputs, 2)
+            for rep in (1, 2, 3) for cap, outputs in OUTPUTS.items() for system in ("continuous", "static", "naive")]
+    return assemble_report(dirs, tmp_path_factory.mktemp("assembled"), caveats=["Tiny synthetic runs."])
+
+
+def chromium_args(chromium, tmp_path):
+    return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=5000"]
+
+
+@pytest.mark.browser
+def test_the_headline_is_the_first_table_and_sits_above_the_fold(assembled, tmp_path, chromium):
+    import subprocess
+
+    from matplotlib.image import imread
+
+    probed = tmp_path / "report.html"
+    probed.write_text(assembled.paths.html.read_text().replace("</body>", FOLD_PROBE))
+    result = subprocess.run([*chromium_args(chromium, tmp_path), "--dump-dom", probed.as_uri()],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = json.loads(result.stdout.split("<title>", 1)[1].split("</title>", 1)[0].replace("&quot;", '"'))
+    assert seen["found"] and seen["firstTable"] == "headline", seen
+    assert 700 <= seen["innerHeight"] <= WINDOW[1], seen
+    assert 0 < seen["bottom"] <= seen["innerHeight"], seen
+    # And the picture a reader gets: a screenshot of the top of the page, kept beside the test's files.
+    shot = tmp_path / "top.png"
+    result = subprocess.run([*chromium_args(chromium, tmp_path), f"--screenshot={shot}", assembled.paths.html.as_uri()],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    height, width = imread(shot).shape[:2]
+    assert width == WINDOW[0] and height >= seen["innerHeight"], (width, height)
