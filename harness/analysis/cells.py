@@ -22,7 +22,7 @@ from harness.analysis.levels import Level, is_cap
 from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
 from harness.analysis.metrics import RunMetrics
 from harness.analysis.rundir import RunData
-from harness.analysis.stats import Estimate, median_ci, unpaired_ratio_ci
+from harness.analysis.stats import Estimate, median_ci, paired_ratio_ci, unpaired_ratio_ci
 
 HEADLINE_RATIOS = (("continuous", "static"), ("continuous", "naive"))
 
@@ -100,6 +100,38 @@ def _measured(rates: Sequence[float]) -> list[float]:
     return [rate for rate in rates if math.isfinite(rate) and rate > 0]
 
 
+def _ratio(a: Sequence[AssessedRun], b: Sequence[AssessedRun]) -> Estimate | None:
+    """a's total tok/s over b's, paired by repetition when the runs were interleaved.
+
+    A sweep runs repetition r of every system back to back, so the r-th runs of two
+    systems share the machine's speed at that moment: the median of their ratios, with
+    a paired interval, cancels drift between repetitions. Runs that were not
+    interleaved (e.g. analysed from separate sessions) get the unpaired ratio of medians.
+    """
+    if _interleaved(a, b):
+        pairs = [(x, y) for x, y in zip(_by_start(a), _by_start(b), strict=True)
+                 if _measured([x.entry.metrics.total_tok_s]) and _measured([y.entry.metrics.total_tok_s])]
+        if len(pairs) == len(a):
+            return paired_ratio_ci([x.entry.metrics.total_tok_s for x, _ in pairs],
+                                   [y.entry.metrics.total_tok_s for _, y in pairs])
+    rates_a = _measured([run.entry.metrics.total_tok_s for run in a])
+    rates_b = _measured([run.entry.metrics.total_tok_s for run in b])
+    return unpaired_ratio_ci(rates_a, rates_b) if rates_a and rates_b else None
+
+
+def _by_start(runs: Sequence[AssessedRun]) -> list[AssessedRun]:
+    return sorted(runs, key=lambda run: run.data.manifest.started_at)
+
+
+def _interleaved(a: Sequence[AssessedRun], b: Sequence[AssessedRun]) -> bool:
+    """True when a's and b's runs, in start order, ran in rounds: the i-th of each before either's (i+1)-th."""
+    if len(a) != len(b) or len(a) < 2:
+        return False
+    starts_a = [run.data.manifest.started_at for run in _by_start(a)]
+    starts_b = [run.data.manifest.started_at for run in _by_start(b)]
+    return all(max(starts_a[i], starts_b[i]) < min(starts_a[i + 1], starts_b[i + 1]) for i in range(len(a) - 1))
+
+
 def median_run(cell: Cell) -> AssessedRun:
     """The run whose total tok/s is the cell's (lower) median: the one shown in detail."""
     rates = np.array([run.entry.metrics.total_tok_s for run in cell.runs])
@@ -120,10 +152,9 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
         for numerator, denominator in HEADLINE_RATIOS:
             if denominator not in systems:
                 continue
-            a = _measured([r.entry.metrics.total_tok_s for r in systems[numerator].runs])
-            b = _measured([r.entry.metrics.total_tok_s for r in systems[denominator].runs])
-            if a and b:
-                ratios[f"{numerator}/{denominator}"] = unpaired_ratio_ci(a, b)
+            ratio = _ratio(systems[numerator].runs, systems[denominator].runs)
+            if ratio is not None:
+                ratios[f"{numerator}/{denominator}"] = ratio
         for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair):
             cell = systems.get(system)
             if cell is not None and not cell.health.stable:

@@ -29,9 +29,14 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool) -> list[Block]:
         else f"UNSTABLE at {', '.join(level_name(row.level) for row in unstable)}: no acceptance line is drawn"
         " from those cells (reasons below)."
     )
+    paired = any("paired" in ratio.method for row in rows for ratio in row.ratios.values())
+    how = (
+        "the median over repetitions of each repetition's ratio (the systems ran back to back in every"
+        " repetition, so the machine's drift cancels)" if paired else "the ratio of the systems' median"
+    )
     blocks.append(Paragraph(
-        "Throughput gain of continuous batching: the ratio of median total tok/s ((prompt + useful tokens) /"
-        f" makespan), with its 95% interval. {verdict}"
+        f"Throughput gain of continuous batching in total tok/s ((prompt + useful tokens) / makespan): {how},"
+        f" with its 95% interval. {verdict}"
     ))
     ratio_names = list(dict.fromkeys(name for row in rows for name in row.ratios))
     header = ("spread", *ratio_names, "verdict")

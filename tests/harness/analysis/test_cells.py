@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,16 +11,22 @@ import pytest
 from harness.analysis.cells import AssessedRun, build_cells, headline, median_run
 from harness.analysis.gap import GapEntry
 from harness.analysis.health import Check, Health
-from harness.analysis.stats import unpaired_ratio_ci
+from harness.analysis.stats import paired_ratio_ci, unpaired_ratio_ci
 
 STABLE = Health(())
 UNSTABLE = Health((Check("makespan", 5.0, 20.0, False, "unstable", "run lasted 5.0 s"),))
 
 
-def run(system, level, tok_s, health=STABLE, name=None):
+# Runs start in the order they are made unless told otherwise: one system's repetitions
+# all before the next system's, i.e. not interleaved.
+CLOCK = itertools.count()
+
+
+def run(system, level, tok_s, health=STABLE, name=None, started_at=None):
     entry = GapEntry(workload=f"w{level}", level=level, system=system,
                      metrics=SimpleNamespace(total_tok_s=tok_s))
-    data = SimpleNamespace(path=Path(name or f"{system}-{level}-{tok_s}"))
+    started = float(next(CLOCK)) if started_at is None else started_at
+    data = SimpleNamespace(path=Path(name or f"{system}-{level}-{tok_s}"), manifest=SimpleNamespace(started_at=started))
     return AssessedRun(entry=entry, data=data, engine=None, health=health)
 
 
@@ -123,3 +130,32 @@ def test_headline_ignores_systems_outside_its_ratios():
 def test_headline_orders_int_caps_ascending_before_named_levels():
     runs = [*level_runs("mixed"), *level_runs(1536), *level_runs(32), *level_runs(512), *level_runs(128)]
     assert [row.level for row in headline(build_cells(runs))] == [32, 128, 512, 1536, "mixed"]
+
+
+def interleaved_runs(level, order=("continuous", "static")):
+    """Repetition r of each system back to back, as a sweep runs them."""
+    rates = {"continuous": (300.0, 330.0, 270.0), "static": (100.0, 110.0, 90.0)}
+    return [run(system, level, rates[system][rep], started_at=10.0 * rep + i)
+            for rep in range(3) for i, system in enumerate(order)]
+
+
+def test_interleaved_repetitions_give_a_paired_ratio():
+    # The machine ran 10% fast in repetition 2 and 10% slow in 3: every pair still says 3.0.
+    (row,) = headline(build_cells(interleaved_runs(32)))
+    ratio = row.ratios["continuous/static"]
+    assert ratio == paired_ratio_ci([300.0, 330.0, 270.0], [100.0, 110.0, 90.0])
+    assert ratio.point == pytest.approx(3.0) and ratio.low == pytest.approx(3.0) and ratio.high == pytest.approx(3.0)
+    assert "paired" in ratio.method
+
+
+def test_runs_that_did_not_alternate_get_the_unpaired_ratio():
+    runs = [run("continuous", 32, x, started_at=t) for x, t in zip((300.0, 330.0, 270.0), (0.0, 1.0, 2.0))]
+    runs += [run("static", 32, x, started_at=t) for x, t in zip((100.0, 110.0, 90.0), (3.0, 4.0, 5.0))]
+    (row,) = headline(build_cells(runs))
+    assert row.ratios["continuous/static"] == unpaired_ratio_ci([300.0, 330.0, 270.0], [100.0, 110.0, 90.0])
+
+
+def test_unequal_repetitions_are_not_paired():
+    runs = [*interleaved_runs(32), run("static", 32, 95.0, started_at=99.0)]
+    (row,) = headline(build_cells(runs))
+    assert "paired" not in row.ratios["continuous/static"].method
