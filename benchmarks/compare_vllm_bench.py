@@ -81,9 +81,10 @@ def theirs(base_url: str, tokenizer: str, scratch: Path, rep: int) -> dict[str, 
     name = f"vllm-bench-{rep}.json"
     cpu = client_cpu_s()
     subprocess.run(
-        [sys.executable, "-c", VLLM_BENCH, "--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
-         "--model", "tiny", "--tokenizer", tokenizer, "--dataset-name", "random",
-         "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS), "--random-range-ratio", "0",
+        [sys.executable, "-c", VLLM_BENCH, "--backend", "openai", "--base-url", base_url,
+         "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer, "--dataset-name", "random",
+         "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS),
+         "--random-range-ratio", "0",
          "--num-prompts", str(REQUESTS), "--max-concurrency", str(CONCURRENCY), "--request-rate", "inf", "--ignore-eos",
          "--save-result", "--result-dir", str(scratch), "--result-filename", name, "--disable-tqdm"],
         check=True, capture_output=True, text=True,

@@ -34,7 +34,6 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from launchers.engine_env import BATCH_WAIT_ENV
 from launchers.step_recorder import StepRecorder
 
-
 logger = init_logger(__name__)
 
 

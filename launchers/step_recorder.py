@@ -14,8 +14,8 @@ last steps are on disk by the time its last response has been delivered.
 Each line: `t` (schedule() began), `end` (the step's model output reached the
 scheduler), `running` (requests in the step), `waiting`, `prefill` and `decode`
 (tokens scheduled), `context` (sum over the step's requests of the tokens they
-attend to), `generated` (output tokens the step samples), `admitted` and `finished` (vLLM request ids; ours carry the client's
-X-Request-Id inside them).
+attend to), `generated` (output tokens the step samples), `admitted` and `finished`
+(vLLM request ids; ours carry the client's X-Request-Id inside them).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import numpy as np
 
 from harness.analysis.engine import EngineMetrics, engine_metrics, front_end_starved_share
 from harness.analysis.gap import GapEntry
-from harness.analysis.levels import Level, is_cap
 from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
+from harness.analysis.levels import Level, is_cap
 from harness.analysis.metrics import RunMetrics
 from harness.analysis.rundir import RunData
 from harness.analysis.stats import Estimate, median_ci, unpaired_ratio_ci
@@ -67,8 +67,10 @@ def assess_run(data: RunData, metrics: RunMetrics, entry: GapEntry) -> AssessedR
         makespan_s=metrics.makespan_s,
         lateness_p99_s=metrics.lateness_s.p99,
         burst=data.manifest.workload.get("arrival", {}).get("kind") == "burst",
-        front_end_starved=(front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
-                           if engine is not None else math.nan),
+        front_end_starved=(
+            front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
+            if engine is not None else math.nan
+        ),
         loop_lag_p99_s=client.loop_lag_p99_s if client else None,
         client_cpu_share=client.cpu_share if client else None,
         client_generated_tokens=metrics.generated_tokens,

@@ -34,6 +34,7 @@ from harness.records import (
 )
 from harness.validation import describe_validation_error
 
+
 @dataclass(frozen=True, eq=False)
 class RunData:
     """Everything one finished run directory holds."""

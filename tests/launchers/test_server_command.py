@@ -73,7 +73,9 @@ def test_step_log_path_reaches_the_engine_environment(tmp_path):
     assert env["BATCHBENCH_STEP_LOG"] == str(tmp_path / "steps.jsonl")
 
 
-@pytest.mark.parametrize(("cores", "expected"), [(2, "engine-with-worker"), (4, "engine-with-worker"), (64, "as-launched")])
+@pytest.mark.parametrize(
+    ("cores", "expected"), [(2, "engine-with-worker"), (4, "engine-with-worker"), (64, "as-launched")]
+)
 def test_auto_layout_pins_the_engine_beside_the_worker_only_on_small_machines(cores, expected):
     assert resolve_layout("auto", cores) == expected
     assert resolve_layout("as-launched", cores) == "as-launched"
@@ -89,7 +91,9 @@ def test_cpu_build_turns_async_off_in_both_modes_and_sizes_the_kv_cache():
 
 
 def test_a_hub_id_passes_through_unchanged():
-    argv, _ = argv_for("continuous", "meta-llama/Llama-3.1-8B-Instruct", GPU, extra_args=("--tensor-parallel-size", "2"))
+    argv, _ = argv_for(
+        "continuous", "meta-llama/Llama-3.1-8B-Instruct", GPU, extra_args=("--tensor-parallel-size", "2")
+    )
     assert option(argv, "--model") == "meta-llama/Llama-3.1-8B-Instruct"
     assert "--load-format" not in argv
     assert argv[-2:] == ["--tensor-parallel-size", "2"]
