@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LOCK := requirements/cpu.lock
 STAMP := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup test reproduce clean-venv
+.PHONY: setup lint test reproduce clean-venv
 
 setup: $(STAMP)
 
@@ -22,7 +22,12 @@ $(STAMP): $(LOCK) pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-test: setup
+# Static checks (configured in pyproject.toml): ruff, then mypy on the installed venv.
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pytest -ra tests
 
 reproduce: setup

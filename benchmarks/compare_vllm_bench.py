@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -81,9 +82,10 @@ def theirs(base_url: str, tokenizer: str, scratch: Path, rep: int) -> dict[str, 
     name = f"vllm-bench-{rep}.json"
     cpu = client_cpu_s()
     subprocess.run(
-        [sys.executable, "-c", VLLM_BENCH, "--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
-         "--model", "tiny", "--tokenizer", tokenizer, "--dataset-name", "random",
-         "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS), "--random-range-ratio", "0",
+        [sys.executable, "-c", VLLM_BENCH, "--backend", "openai", "--base-url", base_url,
+         "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer, "--dataset-name", "random",
+         "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS),
+         "--random-range-ratio", "0",
          "--num-prompts", str(REQUESTS), "--max-concurrency", str(CONCURRENCY), "--request-rate", "inf", "--ignore-eos",
          "--save-result", "--result-dir", str(scratch), "--result-filename", name, "--disable-tqdm"],
         check=True, capture_output=True, text=True,
@@ -112,7 +114,7 @@ def compare(base_url: str, reps: int) -> dict:
         warm(base_url, tokenizer, scratch)
         for rep in range(reps):
             # Alternate who goes first, so drift in the server's speed hits both alike.
-            order = [("ours", ours), ("vllm_bench_serve", theirs)]
+            order: list[tuple[str, Callable[..., dict[str, float]]]] = [("ours", ours), ("vllm_bench_serve", theirs)]
             for name, client in order if rep % 2 == 0 else order[::-1]:
                 args = (base_url, scratch, rep) if client is ours else (base_url, tokenizer, scratch, rep)
                 results[name].append(client(*args))

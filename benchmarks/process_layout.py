@@ -29,12 +29,12 @@ from pathlib import Path
 import httpx
 
 from launchers import start
-from launchers.layout import apply_layout
+from launchers.layout import Layout, apply_layout
 from launchers.process import group_members
 
 ROOT = Path(__file__).resolve().parent.parent
 STREAMS, OUTPUT_TOKENS, WAKE_EVERY_S, POLL_EVERY_S = 16, 1500, 0.05, 0.25
-LAYOUTS = ("as-launched", "yield-engine", "engine-with-worker")
+LAYOUTS: tuple[Layout, ...] = ("as-launched", "yield-engine", "engine-with-worker")
 
 
 def saturate(base_url: str) -> dict[str, float]:
@@ -115,12 +115,12 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / "process_layout.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"{'layout':14s} " + " ".join(f"{name:>28s}" for name in results["as-launched"][0]))
-    for layout, runs in results.items():
+    for layout_name, runs in results.items():
         cells = []
         for name in runs[0]:
             values = [run[name] for run in runs]
             cells.append(f"{statistics.median(values):10.1f} [{min(values):.1f}-{max(values):.1f}]")
-        print(f"{layout:14s} " + " ".join(f"{cell:>28s}" for cell in cells))
+        print(f"{layout_name:14s} " + " ".join(f"{cell:>28s}" for cell in cells))
 
 
 if __name__ == "__main__":

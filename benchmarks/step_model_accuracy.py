@@ -52,11 +52,15 @@ def per_run(runs: list[RunData]) -> list[dict]:
         fitted = held_out.get(run.manifest.run_id)
         if fitted is None:
             continue
+        if run.steps is None or run.plan is None:  # cannot happen where the held-out prediction exists
+            continue
         metrics = metrics_for_run(run)
         engine = engine_metrics(run.steps, run.manifest.batch_size)
         model = in_sample[server_key(run)]
         own = predict_for_run(run.plan["requests"], run.manifest.batch_size, run.manifest.system,
                               model.fit.cost, wave_gap_s=model.wave_gap_s)
+        if own is None:  # not replayable; cannot happen where the held-out prediction exists
+            continue
         rows.append({
             "run_id": run.manifest.run_id,
             "system": run.manifest.system,

@@ -29,7 +29,9 @@ RECORD_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "worker": (pa.string(), "which load worker sent it (host:pid)"),
     "planned_prompt_tokens": (pa.int64(), "prompt length the plan asked for"),
     "planned_output_tokens": (pa.int64(), "output length the plan asked for (the useful tokens)"),
-    "requested_output_tokens": (pa.int64(), "max_tokens = min_tokens sent; above planned only for padded (naive) waves"),
+    "requested_output_tokens": (
+        pa.int64(), "max_tokens = min_tokens sent; above planned only for padded (naive) waves"
+    ),
     "wave": (pa.int64(), "naive padded-static wave number; -1 when not sent in waves"),
     "scheduled_s": (pa.float64(), "when the plan wanted it sent; NaN in a closed loop"),
     "sent_s": (pa.float64(), "when it was actually sent"),

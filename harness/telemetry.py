@@ -46,7 +46,7 @@ class TelemetrySample:
 
 TELEMETRY_COLUMNS = tuple(TelemetrySample.__dataclass_fields__)
 # The schema (harness.records) is the reference; the sampler follows it.
-assert TELEMETRY_COLUMNS == tuple(TELEMETRY_FIELDS), "sampler out of step with the telemetry schema"
+assert tuple(TELEMETRY_FIELDS) == TELEMETRY_COLUMNS, "sampler out of step with the telemetry schema"
 
 
 _WANTED = {**GAUGES, **COUNTERS}

@@ -62,7 +62,7 @@ def resolve_layout(layout: str, cores: int | None = None) -> Layout:
     if layout not in LAYOUTS:
         raise UsageError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
     if layout != "auto":
-        return layout  # type: ignore[return-value]
+        return layout
     cores = cores if cores is not None else (os.cpu_count() or 1)
     return "engine-with-worker" if cores <= SMALL_MACHINE_CORES else "as-launched"
 
@@ -93,7 +93,7 @@ def apply_layout(layout: Layout, processes: list[psutil.Process], leader_pid: in
     worker = next((p for p in processes if roles[p.pid] == "worker"), None)
     if engine is not None and layout != "auto":
         pin_to_worker = layout == "engine-with-worker" and worker is not None
-        cpus = (worker if pin_to_worker else psutil.Process(leader_pid)).cpu_affinity()
+        cpus = (worker if pin_to_worker and worker is not None else psutil.Process(leader_pid)).cpu_affinity()
         for thread in engine.threads():
             os.sched_setaffinity(thread.id, cpus)
         # Only the spinning main thread: the engine's socket threads keep their priority.

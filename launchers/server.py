@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -11,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -223,10 +224,8 @@ class ServerHandle:
     def stop(self) -> None:
         """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
         stop_group(self.process.pid, self.spec.stop_grace_s)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
 
     def __enter__(self) -> ServerHandle:
         return self
@@ -248,7 +247,8 @@ class ServerHandle:
                 elapsed = time.monotonic() - started
                 if elapsed > self.spec.startup_timeout_s:
                     self.stop()
-                    raise ServerError(self._death_message(f"vLLM did not become ready within {self.spec.startup_timeout_s:.0f} s"))
+                    limit = f"{self.spec.startup_timeout_s:.0f} s"
+                    raise ServerError(self._death_message(f"vLLM did not become ready within {limit}"))
                 if time.monotonic() - last_note >= 10:
                     progress(f"waiting for vLLM ({self.info.mode}) to start: {elapsed:.0f} s (log: {self.log_path})")
                     last_note = time.monotonic()
@@ -358,7 +358,7 @@ def start(
         vllm_distribution=vllm.distribution,
         vllm_version=vllm.version,
         pid=process.pid,
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         step_log=str(step_log),
     )
     handle = ServerHandle(process, info, log_path, spec)

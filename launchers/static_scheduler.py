@@ -32,13 +32,12 @@ from vllm.v1.core.sched.request_queue import create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from launchers.engine_env import BATCH_WAIT_ENV
-from launchers.step_recorder import StepRecorder
-
+from launchers.step_recorder import SchedulerMixinBase, StepRecorder
 
 logger = init_logger(__name__)
 
 
-class StaticAdmission:
+class StaticAdmission(SchedulerMixinBase):
     """Mixin over a vLLM scheduler: admit a new batch only when the last one drained."""
 
     def __init__(self, *args, **kwargs) -> None:

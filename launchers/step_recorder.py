@@ -14,8 +14,8 @@ last steps are on disk by the time its last response has been delivered.
 Each line: `t` (schedule() began), `end` (the step's model output reached the
 scheduler), `running` (requests in the step), `waiting`, `prefill` and `decode`
 (tokens scheduled), `context` (sum over the step's requests of the tokens they
-attend to), `generated` (output tokens the step samples), `admitted` and `finished` (vLLM request ids; ours carry the client's
-X-Request-Id inside them).
+attend to), `generated` (output tokens the step samples), `admitted` and `finished`
+(vLLM request ids; ours carry the client's X-Request-Id inside them).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
@@ -32,8 +32,17 @@ from launchers.engine_env import STEP_LOG_ENV
 
 FLUSH_INTERVAL_S = 0.5
 
+# The mixins below always sit in front of a vLLM scheduler class (see the concrete classes at
+# the bottom of this module and of launchers.static_scheduler); to the type checker they are
+# Scheduler subclasses, so it checks their use of its attributes. At run time their base stays
+# `object`, so the MRO of the concrete classes is unchanged.
+if TYPE_CHECKING:
+    SchedulerMixinBase = Scheduler
+else:
+    SchedulerMixinBase = object
 
-class StepRecorder:
+
+class StepRecorder(SchedulerMixinBase):
     """Mixin over a vLLM scheduler: one row per engine step, appended to the step log."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from harness.driver.sse import SSEDecoder
-from launchers import ServerHandle, start
+from launchers import Mode, ServerHandle, start
 
 
 class ServerPool:
@@ -25,7 +25,7 @@ class ServerPool:
         self._key: tuple | None = None
         self._handle: ServerHandle | None = None
 
-    def get(self, mode: str, max_num_seqs: int, batch_wait_s: float = 0.0) -> ServerHandle:
+    def get(self, mode: Mode, max_num_seqs: int, batch_wait_s: float = 0.0) -> ServerHandle:
         key = (mode, max_num_seqs, batch_wait_s)
         if self._handle is not None and self._key == key and self._handle.alive():
             return self._handle

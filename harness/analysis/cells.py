@@ -18,8 +18,8 @@ import numpy as np
 
 from harness.analysis.engine import EngineMetrics, engine_metrics, front_end_starved_share
 from harness.analysis.gap import GapEntry
-from harness.analysis.levels import Level, is_cap
 from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
+from harness.analysis.levels import Level, is_cap
 from harness.analysis.metrics import RunMetrics
 from harness.analysis.rundir import RunData
 from harness.analysis.stats import Estimate, median_ci, paired_ratio_ci, unpaired_ratio_ci
@@ -67,8 +67,10 @@ def assess_run(data: RunData, metrics: RunMetrics, entry: GapEntry) -> AssessedR
         makespan_s=metrics.makespan_s,
         lateness_p99_s=metrics.lateness_s.p99,
         burst=data.manifest.workload.get("arrival", {}).get("kind") == "burst",
-        front_end_starved=(front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
-                           if engine is not None else math.nan),
+        front_end_starved=(
+            front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
+            if data.steps is not None else math.nan
+        ),
         loop_lag_p99_s=client.loop_lag_p99_s if client else None,
         client_cpu_share=client.cpu_share if client else None,
         client_generated_tokens=metrics.generated_tokens,
@@ -156,10 +158,10 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
             if ratio is not None:
                 ratios[f"{numerator}/{denominator}"] = ratio
         for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair):
-            cell = systems.get(system)
-            if cell is not None and not cell.health.stable:
+            member = systems.get(system)
+            if member is not None and not member.health.stable:
                 stable = False
-                reasons.append(f"{system}: {cell.health.reasons[0]}")
+                reasons.append(f"{system}: {member.health.reasons[0]}")
         if ratios:
             rows.append(HeadlineRow(level, ratios, stable, tuple(reasons)))
     return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-
 FRONT_END_GRACE_S = 0.05
 
 

@@ -199,7 +199,8 @@ def _continuous_beats_static(caps: pd.DataFrame, beat_above: int) -> str:
     losing = above.loc[above["continuous/static"] <= 1]
     if losing.empty:
         return f"PASS: {claim} (lowest continuous/static {above['continuous/static'].min():.2f})"
-    listed = ", ".join(f"{v:.2f} at cap {level}" for level, v in zip(losing["level"], losing["continuous/static"]))
+    pairs = zip(losing["level"], losing["continuous/static"], strict=True)
+    listed = ", ".join(f"{v:.2f} at cap {level}" for level, v in pairs)
     return f"FAIL: {claim}: continuous/static {listed}"
 
 

@@ -323,7 +323,7 @@ def error_counts(records: pd.DataFrame) -> dict[str, int]:
     """Failed requests by error message (`HTTP <status>` when the message is empty)."""
     failed = records.loc[~records["ok"]]
     counts: dict[str, int] = {}
-    for error, status in zip(failed["error"], failed["status"]):
+    for error, status in zip(failed["error"], failed["status"], strict=True):
         reason = error if isinstance(error, str) and error else f"HTTP {status}"
         counts[reason] = counts.get(reason, 0) + 1
     return dict(sorted(counts.items()))

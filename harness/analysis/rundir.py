@@ -34,6 +34,7 @@ from harness.records import (
 )
 from harness.validation import describe_validation_error
 
+
 @dataclass(frozen=True, eq=False)
 class RunData:
     """Everything one finished run directory holds."""
@@ -90,7 +91,7 @@ def _read_table(path: Path, schema: pa.Schema, optional: tuple[str, ...] = ()) -
     missing = [name for name in schema.names if name not in table.column_names and name not in optional]
     if missing:
         raise UsageError(f"{path}: missing columns {', '.join(missing)}")
-    frame = table.select([name for name in schema.names if name in table.column_names]).to_pandas()
+    frame: pd.DataFrame = table.select([name for name in schema.names if name in table.column_names]).to_pandas()
     for name in optional:
         if name not in frame.columns:
             frame[name] = float("nan")

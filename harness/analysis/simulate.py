@@ -35,7 +35,6 @@ import numpy as np
 from harness.analysis.step_cost import StepCost
 from harness.systems import SYSTEMS, SystemName
 
-
 # Arrivals within a nanosecond of a step boundary count as arrived by it, so float
 # rounding in the accumulated clock cannot push an admission one step late.
 _ARRIVAL_TOLERANCE_S = 1e-9
@@ -333,7 +332,7 @@ def _admit(
     else:
         lengths = [int(outputs[r]) for r in admitted]
         seated_prompts = [int(prompts[r]) for r in admitted]
-    for request, length, prompt in zip(admitted, lengths, seated_prompts):
+    for request, length, prompt in zip(admitted, lengths, seated_prompts, strict=True):
         trace.admit_step[request] = step
         trace.end_step[request] = step + length
         trace.context_offset[request] = prompt - step

@@ -100,7 +100,11 @@ def median_ci(values: npt.ArrayLike, confidence: float = 0.95, resamples: int = 
 
 
 def paired_ratio_ci(
-    numerators: npt.ArrayLike, denominators: npt.ArrayLike, confidence: float = 0.95, resamples: int = 9999, seed: int = 0
+    numerators: npt.ArrayLike,
+    denominators: npt.ArrayLike,
+    confidence: float = 0.95,
+    resamples: int = 9999,
+    seed: int = 0,
 ) -> Estimate:
     """Median of the per-pair ratios a_r / b_r with a bootstrap percentile CI.
 
@@ -119,7 +123,11 @@ def _ratio_of_medians(a: FloatArray, b: FloatArray, axis: int = -1) -> FloatArra
 
 
 def unpaired_ratio_ci(
-    numerators: npt.ArrayLike, denominators: npt.ArrayLike, confidence: float = 0.95, resamples: int = 9999, seed: int = 0
+    numerators: npt.ArrayLike,
+    denominators: npt.ArrayLike,
+    confidence: float = 0.95,
+    resamples: int = 9999,
+    seed: int = 0,
 ) -> Estimate:
     """median(a) / median(b) with a two-sample bootstrap percentile CI (lengths may differ).
 

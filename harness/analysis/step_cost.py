@@ -18,7 +18,6 @@ from typing import Protocol
 import numpy as np
 
 
-
 class StepCost(Protocol):
     """Seconds per engine step, given what the step computes."""
 

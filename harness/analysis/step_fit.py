@@ -75,8 +75,11 @@ def busy_steps(steps: pd.DataFrame) -> StepSample:
     ordered = steps.sort_values("t_s")
     cycle = ordered["t_s"].shift(-1) - ordered["t_s"]
     keep = (_work_left(ordered) & cycle.notna()).to_numpy()
+    running, prefill_tokens, context_tokens = (ordered[name].to_numpy(dtype=float)[keep] for name in _FEATURES)
     return StepSample(
-        *(ordered[name].to_numpy(dtype=float)[keep] for name in _FEATURES),
+        running,
+        prefill_tokens,
+        context_tokens,
         seconds=cycle.to_numpy(dtype=float)[keep],
     )
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
 
 from harness.analysis.gap import Prediction, predict_for_run, spread_level
 from harness.analysis.levels import Level
@@ -50,8 +53,8 @@ def server_key(run: RunData) -> str:
 
 def fit_server_model(runs: Sequence[RunData]) -> ServerStepModel:
     """Fit one model on every run given (all from one server, all with steps)."""
-    fit = fit_step_cost(StepSample.concat([busy_steps(run.steps) for run in runs]))
-    naive = [run.steps for run in runs if run.manifest.system == "naive"]
+    fit = fit_step_cost(StepSample.concat([busy_steps(_steps(run)) for run in runs]))
+    naive = [_steps(run) for run in runs if run.manifest.system == "naive"]
     return ServerStepModel(
         server=server_key(runs[0]),
         fit=fit,
@@ -78,11 +81,11 @@ def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
             held_out = bool(others)
             if cell[0] == "naive" and not any(run.manifest.system == "naive" for run in others):
                 # No other naive cell to learn the client's turnaround from: this cell's own, in sample.
-                gap = mean_idle_gap([run.steps for run in cell_runs])
+                gap = mean_idle_gap([_steps(run) for run in cell_runs])
                 model, held_out = ServerStepModel(model.server, model.fit, gap, model.fitted_on), False
             for run in cell_runs:
                 prediction = predict_for_run(
-                    run.plan["requests"], run.manifest.batch_size, run.manifest.system, model.fit.cost,
+                    _requests(run), run.manifest.batch_size, run.manifest.system, model.fit.cost,
                     wave_gap_s=model.wave_gap_s,
                 )
                 if prediction is not None:
@@ -96,6 +99,21 @@ def _by_server(runs: Sequence[RunData]) -> dict[str, list[RunData]]:
         if run.steps is not None and not run.steps.empty and run.plan is not None:
             groups.setdefault(server_key(run), []).append(run)
     return groups
+
+
+def _steps(run: RunData) -> pd.DataFrame:
+    """The step log of a run that `_by_server` kept (it keeps only runs that have one)."""
+    if run.steps is None:
+        raise ValueError(f"run {run.manifest.run_id} has no engine step log")
+    return run.steps
+
+
+def _requests(run: RunData) -> list[dict[str, Any]]:
+    """The planned requests of a run that `_by_server` kept (it keeps only runs with a plan)."""
+    if run.plan is None:
+        raise ValueError(f"run {run.manifest.run_id} has no plan")
+    requests: list[dict[str, Any]] = run.plan["requests"]
+    return requests
 
 
 def _cell(run: RunData) -> tuple[str, Level]:

@@ -26,9 +26,9 @@ from harness.analysis.rundir import RunData
 from harness.analysis.simulate import ScheduleResult, SlotSpan, StepTimeModel, simulate, slot_diagram
 from harness.errors import UsageError
 from harness.manifest import RunManifest
-from harness.validation import describe_validation_error
 from harness.report.step_model import StepModelSummary
 from harness.systems import SYSTEMS, SystemName
+from harness.validation import describe_validation_error
 
 # The seed example: one static batch of four holding each length once wastes 60% of
 # its slots. The diagram cycles the lengths four times (as the CPU seed workload does)

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.analysis.cells import Cell, HeadlineRow
-from harness.analysis.stats import Estimate
 from harness.analysis.levels import level_name
+from harness.analysis.stats import Estimate
 from harness.report.document import Block, Bullets, Heading, Paragraph, Table
 
 SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,10 +38,11 @@ def throughput_plot(table: pd.DataFrame) -> bytes:
     caps = np.array([is_cap(level) for level in table["level"]])
     for system in SYSTEMS:
         color = SYSTEM_COLORS[system]
-        for column, style, label in (
+        styles: tuple[tuple[str, dict[str, Any], str], ...] = (
             (f"{system}_total_tok_s", {"marker": "o"}, "measured"),
             (f"{system}_predicted_total_tok_s", {"marker": "x", "linestyle": "--"}, "predicted"),
-        ):
+        )
+        for column, style, label in styles:
             values = table[column].to_numpy(dtype=float)
             if np.all(np.isnan(values)):
                 continue
@@ -87,7 +89,7 @@ def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> by
     fig = Figure(figsize=(max(7.0, 1.6 * len(groups) + 2), 6.4))
     axes = fig.subplots(2, 1, sharex=True)
     width = 0.8 / len(SYSTEMS)
-    for ax, column, label in zip(axes, ("ttft_s", "useful_e2e_s"), ("TTFT (s)", "useful E2E (s)")):
+    for ax, column, label in zip(axes, ("ttft_s", "useful_e2e_s"), ("TTFT (s)", "useful E2E (s)"), strict=True):
         for (level, system), frame in latencies.items():
             values = frame[column].dropna().to_numpy(dtype=float)
             if values.size == 0:
@@ -119,7 +121,7 @@ def slot_diagram_plot(output_tokens: Sequence[int], B: int, diagrams: Sequence[S
     palette = {n: colormap(i % colormap.N) for i, n in enumerate(lengths)}
     fig = Figure(figsize=(8, 1.2 + 1.0 * len(diagrams) * max(1, B / 4)))
     axes = fig.subplots(len(diagrams), 1, sharex=True)
-    for ax, diagram in zip(axes, diagrams):
+    for ax, diagram in zip(axes, diagrams, strict=True):
         for span in diagram.spans:
             useful = span.useful_end_step - span.start_step
             ax.barh(span.row, useful, left=span.start_step, height=0.8, edgecolor="white", linewidth=0.5,

@@ -84,7 +84,7 @@ def _batch_sizes(runs: Sequence[ReportRun], system: str) -> str:
 def _per_level(caps: pd.DataFrame, a: str, b: str, predicted: bool = False) -> str:
     suffix = "_predicted_total_tok_s" if predicted else "_total_tok_s"
     parts = []
-    for level, top, bottom in zip(caps["level"], caps[f"{a}{suffix}"], caps[f"{b}{suffix}"]):
+    for level, top, bottom in zip(caps["level"], caps[f"{a}{suffix}"], caps[f"{b}{suffix}"], strict=True):
         if bottom > 0 and not math.isnan(top):
             parts.append(f"cap {level}: {top / bottom:.1f}x")
     return ", ".join(parts) or "—"

@@ -62,7 +62,7 @@ def gap_html_table(table: pd.DataFrame) -> Table:
     shown = [c for c in table.columns if c in ("level", "workload") or table[c].notna().any()]
     header = tuple(c.replace("_tok_s", " tok/s").replace("_", " ") for c in shown)
     rows = tuple(
-        tuple(_gap_cell(column, value) for column, value in zip(shown, row))
+        tuple(_gap_cell(column, value) for column, value in zip(shown, row, strict=True))
         for row in table[shown].itertuples(index=False)
     )
     return Table(header, rows, table_id="gap-table")

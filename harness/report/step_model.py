@@ -33,7 +33,9 @@ class StepModelSummary(BaseModel):
     per_sequence_s: float = Field(description="seconds per sequence in the step")
     per_prefill_token_s: float = Field(description="seconds per prompt token prefilled in the step")
     per_context_token_s: float = Field(description="seconds per token attended to, over the step's sequences")
-    wave_gap_s: float = Field(description="engine idle between naive waves (the client's turnaround); 0 if no naive runs")
+    wave_gap_s: float = Field(
+        description="engine idle between naive waves (the client's turnaround); 0 if no naive runs"
+    )
 
     @classmethod
     def of(cls, model: ServerStepModel) -> StepModelSummary:

@@ -9,7 +9,7 @@ from harness.workload.distributions import (
     NormalLength,
     UniformLength,
 )
-from harness.workload.plan import PlannedRequest, RequestPlan, build_plan
+from harness.workload.plan import CLOSED_LOOP_REQUESTS_PER_USER_SECOND, PlannedRequest, RequestPlan, build_plan
 from harness.workload.prompts import PromptFactory, TokenizerLike, make_prompts
 from harness.workload.spec import (
     Arrival,
@@ -23,6 +23,7 @@ from harness.workload.spec import (
 )
 
 __all__ = [
+    "CLOSED_LOOP_REQUESTS_PER_USER_SECOND",
     "Arrival",
     "BurstArrival",
     "ChoiceLength",

@@ -29,7 +29,7 @@ from pydantic import (
 
 from harness.errors import UsageError
 from harness.validation import describe_validation_error
-from harness.workload.spec import WorkloadSpec
+from harness.workload.spec import PoissonArrival, WorkloadSpec
 
 # Child streams of SeedSequence(spec.seed); prompt text uses the next key (see prompts.py).
 PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2
@@ -150,21 +150,33 @@ def _arrival_times(spec: WorkloadSpec, rng: np.random.Generator) -> list[float |
     """Send times: the first request at 0, then gamma inter-arrivals (poisson), all at 0
     (burst), or None (closed). The length of the list is the request count."""
     arrival = spec.arrival
-    if arrival.kind == "burst":
-        return [0.0] * spec.num_requests
-    if arrival.kind == "closed":
-        count = spec.num_requests or (
-            arrival.users * math.ceil(spec.duration_s) * CLOSED_LOOP_REQUESTS_PER_USER_SECOND
-        )
-        return [None] * count
-    # Gamma(shape k, scale 1/(rate*k)) has mean 1/rate and coefficient of variation 1/sqrt(k).
-    shape, scale = arrival.burstiness, 1.0 / (arrival.rate * arrival.burstiness)
+    sends: list[float | None]
     if spec.num_requests is not None:
-        gaps = rng.gamma(shape, scale, spec.num_requests - 1)
-        return [0.0, *np.cumsum(gaps).tolist()]
+        count = spec.num_requests
+        if arrival.kind == "burst":
+            sends = [0.0] * count
+        elif arrival.kind == "closed":
+            sends = [None] * count
+        else:
+            gaps = rng.gamma(*_gamma_shape_scale(arrival), count - 1)
+            sends = [0.0, *np.cumsum(gaps).tolist()]
+        return sends
+    # By duration instead (WorkloadSpec allows that for closed and poisson arrivals only).
+    duration_s = spec.duration_s
+    if duration_s is None or arrival.kind == "burst":
+        raise ValueError(f"workload {spec.name!r}: needs num_requests, or duration_s with closed or poisson arrival")
+    if arrival.kind == "closed":
+        return [None] * (arrival.users * math.ceil(duration_s) * CLOSED_LOOP_REQUESTS_PER_USER_SECOND)
+    shape, scale = _gamma_shape_scale(arrival)
     times = np.zeros(1)
-    while times[-1] < spec.duration_s:
+    while times[-1] < duration_s:
         # Draw about a duration's worth of gaps at a time; loop in case that falls short.
-        more = rng.gamma(shape, scale, math.ceil(arrival.rate * spec.duration_s) + 16)
+        more = rng.gamma(shape, scale, math.ceil(arrival.rate * duration_s) + 16)
         times = np.concatenate([times, times[-1] + np.cumsum(more)])
-    return times[times < spec.duration_s].tolist()
+    sends = times[times < duration_s].tolist()
+    return sends
+
+
+def _gamma_shape_scale(arrival: PoissonArrival) -> tuple[float, float]:
+    """Gamma(shape k, scale 1/(rate*k)) has mean 1/rate and coefficient of variation 1/sqrt(k)."""
+    return arrival.burstiness, 1.0 / (arrival.rate * arrival.burstiness)

@@ -99,7 +99,8 @@ class PromptFactory:
         )
 
     def _draw(self, rng: np.random.Generator, n: int) -> list[int]:
-        return rng.choice(self._pool, size=n).tolist()
+        ids: list[int] = rng.choice(self._pool, size=n).tolist()
+        return ids
 
     def _check(self, text: str, n_tokens: int, index: int) -> None:
         if self._verify is None:

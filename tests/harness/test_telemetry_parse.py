@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.telemetry import TELEMETRY_COLUMNS, parse_metrics, sum_series
 from harness.records import TELEMETRY_SCHEMA
+from harness.telemetry import TELEMETRY_COLUMNS, parse_metrics, sum_series
 
 EXPOSITION = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

@@ -62,7 +62,10 @@ class Scenario:
         t0 = self.steps[0]["t_s"]
         shape = [(i, round(s["t_s"] - t0, 3), s["running"], s["waiting"], s["admitted"], s["finished"])
                  for i, s in enumerate(self.steps) if s["admitted"] or s["finished"]]
-        return f"fifth sent at {self.fifth_sent_s - t0:.3f} s; steps (index, t, running, waiting, admitted, finished): {shape}"
+        return (
+            f"fifth sent at {self.fifth_sent_s - t0:.3f} s; "
+            f"steps (index, t, running, waiting, admitted, finished): {shape}"
+        )
 
 
 def run_scenario(server, streamer, threaded, stream_result) -> Scenario:

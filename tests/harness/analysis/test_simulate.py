@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from harness.systems import SYSTEMS
 from harness.analysis.simulate import SlotSpan, StepTimeModel, simulate, slot_diagram
 from harness.analysis.step_cost import LinearStepCost
+from harness.systems import SYSTEMS
 
 SEED = [100, 200, 300, 1000]
 ONE_MS = StepTimeModel.from_points({1: 0.001})

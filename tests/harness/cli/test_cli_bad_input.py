@@ -47,7 +47,9 @@ def test_busy_port():
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        assert_usage_error(run_cli("serve", "--mode", "static", "--port", str(port)), f"port {port} on 127.0.0.1 is already in use")
+        assert_usage_error(
+            run_cli("serve", "--mode", "static", "--port", str(port)), f"port {port} on 127.0.0.1 is already in use"
+        )
 
 
 def test_vllm_not_installed(tmp_path):

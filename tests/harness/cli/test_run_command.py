@@ -78,7 +78,8 @@ def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
     assert telemetry.generation_tokens_total.iloc[-1] - telemetry.generation_tokens_total.iloc[0] >= 12 * 8
 
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["complete"] and manifest["counts"] == {"planned": 12, "sent": 12, "ok": 12, "failed": 0, "length_mismatch": 0}
+    counts = {"planned": 12, "sent": 12, "ok": 12, "failed": 0, "length_mismatch": 0}
+    assert manifest["complete"] and manifest["counts"] == counts
     assert manifest["host"]["cores"] >= 1 and manifest["locust_version"]
     assert (out / "plan.json").read_bytes() == build_plan(load_spec(workload)).to_json()
     stats = (out / "locust" / "stats.csv").read_text()
@@ -111,14 +112,18 @@ def test_naive_waves_pad_and_wait_for_each_other(servers, workload, tmp_path):
 def test_bad_workloads_are_one_line_usage_errors(tmp_path, content, fragment):
     path = tmp_path / "small.yaml"
     path.write_text(content)
-    result = batchbench("run", "--workload", str(path), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"))
+    result = batchbench(
+        "run", "--workload", str(path), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o")
+    )
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and fragment in result.stderr
     assert not (tmp_path / "o").exists()
 
 
 def test_unreachable_endpoint(workload, tmp_path):
-    result = batchbench("run", "--workload", str(workload), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o"))
+    result = batchbench(
+        "run", "--workload", str(workload), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o")
+    )
     assert result.returncode == 2 and "cannot reach http://127.0.0.1:9" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
@@ -136,7 +141,9 @@ def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
     path = tmp_path / "long.yaml"
     # 32 x 1500 tokens at B = 4 is a minute of work: the kill lands mid-run even when the
     # engine's busy-wait starves this process for seconds (README, "Two cores").
-    path.write_text(WORKLOAD.replace("values: [8, 16, 40]", "values: [1500]").replace("num_requests: 12", "num_requests: 32"))
+    path.write_text(
+        WORKLOAD.replace("values: [8, 16, 40]", "values: [1500]").replace("num_requests: 12", "num_requests: 32")
+    )
     out = tmp_path / "dies"
     process = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
@@ -162,7 +169,9 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
     servers.close()  # this run launches its own server; two would share the cores
     path = tmp_path / "long.yaml"
     # 16 x 1500 tokens at B = 4 keep the run going for ~30 s, past any stall of this process.
-    path.write_text(WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1500]").replace("num_requests: 12", "num_requests: 32"))
+    path.write_text(
+        WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1500]").replace("num_requests: 12", "num_requests: 32")
+    )
     out = tmp_path / "terminated"
     before = {p.pid for p in psutil.process_iter()}
     process = subprocess.Popen(
@@ -182,7 +191,9 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
     assert process.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr and "interrupted" in stderr
     leftovers = [
-        p for p in psutil.process_iter(["cmdline"]) if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []
     assert not json.loads((out / "manifest.json").read_text())["complete"]

@@ -45,8 +45,8 @@ LOG = [
 
 def test_request_tag_is_what_run_steps_looks_for():
     assert request_tag(TAG, 7) == "bb-ab12cd34-7"
-    assert run_steps([line(0.0, admitted=["cmpl-bb-ab12cd34-7-0-1f2e3d4c"], finished=["cmpl-bb-ab12cd34-7-0-1f2e3d4c"])],
-                     TAG)[0]["admitted"] == [7]
+    vllm_id = "cmpl-bb-ab12cd34-7-0-1f2e3d4c"
+    assert run_steps([line(0.0, admitted=[vllm_id], finished=[vllm_id])], TAG)[0]["admitted"] == [7]
 
 
 def test_run_steps_keeps_first_admission_to_last_finish():

@@ -11,7 +11,9 @@ def plan_of(outputs, arrival="burst", users=None):
         PlannedRequest(index=i, prompt_tokens=8, output_tokens=n, arrival_s=None if arrival == "closed" else 0.5 * i)
         for i, n in enumerate(outputs)
     )
-    return RequestPlan(spec_name="t", seed=1, endpoint="completions", arrival=arrival, users=users, duration_s=None, requests=requests)
+    return RequestPlan(
+        spec_name="t", seed=1, endpoint="completions", arrival=arrival, users=users, duration_s=None, requests=requests
+    )
 
 
 def test_continuous_and_static_ask_for_exactly_the_plan():

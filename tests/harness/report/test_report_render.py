@@ -49,7 +49,7 @@ def write_run(root, name, system, workload, outputs, B, step_model=STEPS):
     polls = [
         {"t": float(t), "running": float(a), "waiting": 0.0, "kv_cache_usage": 0.0, "generation_tokens_total": 0.0,
          "prompt_tokens_total": 0.0, "preemptions_total": 0.0}
-        for t, a in zip([T0, *step_end[:-1]], schedule.step_active)
+        for t, a in zip([T0, *step_end[:-1]], schedule.step_active, strict=True)
     ]
     run_dir = root / name
     run_dir.mkdir(parents=True)

@@ -71,7 +71,7 @@ TOKENIZERS = {
 }
 
 
-@pytest.fixture(scope="module", params=TOKENIZERS, ids=TOKENIZERS)
+@pytest.fixture(scope="module", params=list(TOKENIZERS), ids=list(TOKENIZERS))
 def tokenizer(request) -> PreTrainedTokenizerFast:
     return TOKENIZERS[request.param]()
 
