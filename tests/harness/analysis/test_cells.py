@@ -149,8 +149,8 @@ def test_interleaved_repetitions_give_a_paired_ratio():
 
 
 def test_runs_that_did_not_alternate_get_the_unpaired_ratio():
-    runs = [run("continuous", 32, x, started_at=t) for x, t in zip((300.0, 330.0, 270.0), (0.0, 1.0, 2.0))]
-    runs += [run("static", 32, x, started_at=t) for x, t in zip((100.0, 110.0, 90.0), (3.0, 4.0, 5.0))]
+    runs = [run("continuous", 32, x, started_at=t) for x, t in zip((300.0, 330.0, 270.0), (0.0, 1.0, 2.0), strict=True)]
+    runs += [run("static", 32, x, started_at=t) for x, t in zip((100.0, 110.0, 90.0), (3.0, 4.0, 5.0), strict=True)]
     (row,) = headline(build_cells(runs))
     assert row.ratios["continuous/static"] == unpaired_ratio_ci([300.0, 330.0, 270.0], [100.0, 110.0, 90.0])
 
