@@ -94,12 +94,20 @@ def build_cells(runs: Sequence[AssessedRun]) -> list[Cell]:
         # A run with no finished request has no rate: the cell is judged on the others, and
         # cell_health counts the repetitions that measured something.
         estimate = median_ci(rates) if rates else Estimate(math.nan, math.nan, math.nan, 0, "no run measured")
-        cells.append(Cell(system, level, tuple(members), estimate, cell_health(estimate, [r.health for r in members])))
+        health = cell_health(estimate, [r.health for r in members], [r.engine for r in members])
+        cells.append(Cell(system, level, tuple(members), estimate, health))
     return cells
 
 
 def _measured(rates: Sequence[float]) -> list[float]:
     return [rate for rate in rates if math.isfinite(rate) and rate > 0]
+
+
+def _why(health: Health) -> str:
+    """A cell's first reason, with what its engine steps say about a spread of repetitions."""
+    first = health.reasons[0]
+    speed = next((check for check in health.checks if check.name == "machine speed"), None)
+    return f"{first} ({speed.text})" if speed is not None and first.startswith("repetitions spread") else first
 
 
 def _ratio(a: Sequence[AssessedRun], b: Sequence[AssessedRun]) -> Estimate | None:
@@ -161,7 +169,7 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
             member = systems.get(system)
             if member is not None and not member.health.stable:
                 stable = False
-                reasons.append(f"{system}: {member.health.reasons[0]}")
+                reasons.append(f"{system}: {_why(member.health)}")
         if ratios:
             rows.append(HeadlineRow(level, ratios, stable, tuple(reasons)))
     return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

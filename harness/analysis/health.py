@@ -21,7 +21,9 @@ The limits, and why (each was seen to matter on a 2-core machine, README "Two co
   log at hand the lag is a note: the client-vs-engine agreement judges the figure.
 - client vs engine generated tok/s within 2%, and the same token count at both ends:
   otherwise the client's clock or stream, not the server, made the figure.
-- cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions.
+- cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions; a note from
+  the engine's steps says whether repetitions ran another schedule or the same one at
+  another speed (machine_speed_check).
 - notes: /metrics answered p99 <= 250 ms; telemetry gap <= 1 s; the share of tokens
   that arrived coalesced (several in one chunk), which blurs TTFT and ITL but not
   throughput.
@@ -47,6 +49,8 @@ MAX_CLIENT_CPU_SHARE = 0.9
 MAX_DISAGREEMENT = 0.02
 MAX_FRONT_END_STARVED = 0.05
 MAX_CELL_HALF_WIDTH = 0.05
+# Repetitions whose engine step counts differ by at most this share ran the same schedule.
+SAME_SCHEDULE = 0.02
 MIN_REPETITIONS = 3
 MAX_METRICS_LATENCY_P99_S = 0.250
 MAX_TELEMETRY_GAP_S = 1.0
@@ -152,9 +156,13 @@ def run_health(
     return Health(tuple(check for check in checks if check is not None))
 
 
-def cell_health(estimate: Estimate, runs: Sequence[Health]) -> Health:
-    """A cell is stable when it has enough repetitions, a narrow interval, and stable runs."""
-    checks = [
+def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[EngineMetrics | None] = ()) -> Health:
+    """A cell is stable when it has enough repetitions, a narrow interval, and stable runs.
+
+    `engines` (the runs' engine-side figures, where known) add a note that says why
+    repetitions spread: a different schedule, or the same schedule at another speed.
+    """
+    checks: list[Check | None] = [
         Check("repetitions", float(estimate.n), MIN_REPETITIONS, estimate.n >= MIN_REPETITIONS, "unstable",
               f"{estimate.n} repetition(s), fewer than {MIN_REPETITIONS}: no interval"),
     ]
@@ -167,7 +175,31 @@ def cell_health(estimate: Estimate, runs: Sequence[Health]) -> Health:
         first = next(run for run in runs if not run.stable).reasons[0]
         checks.append(Check("runs", float(unstable_runs), 0.0, False, "unstable",
                             f"{unstable_runs} of {len(runs)} runs unstable ({first})"))
-    return Health(tuple(checks))
+    checks.append(machine_speed_check(engines))
+    return Health(tuple(check for check in checks if check is not None))
+
+
+def machine_speed_check(engines: Sequence[EngineMetrics | None]) -> Check | None:
+    """Did repetitions run the same schedule at the same speed? (a note; None if unknown).
+
+    The scheduler's decisions show in the number of engine steps; the machine's speed
+    in the median step time. Same steps (within SAME_SCHEDULE) at step times that spread
+    by more than the cell limit means the machine, not the scheduler, moved the figure.
+    """
+    known = [engine for engine in engines if engine is not None and engine.steps > 0]
+    if len(known) < 2:
+        return None
+    steps = np.array([engine.steps for engine in known], dtype=float)
+    step_ms = np.array([engine.median_step_s for engine in known]) * 1000.0
+    spread = float((step_ms.max() - step_ms.min()) / 2 / np.median(step_ms))
+    if (steps.max() - steps.min()) / np.median(steps) > SAME_SCHEDULE:
+        text = (f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps,"
+                f" median step {step_ms.min():.1f}-{step_ms.max():.1f} ms")
+    else:
+        text = (f"same schedule ({steps.min():.0f}-{steps.max():.0f} engine steps) at median step times of"
+                f" {step_ms.min():.1f}-{step_ms.max():.1f} ms (±{spread:.0%}): the machine's speed varied,"
+                " not the scheduler")
+    return Check("machine speed", spread, MAX_CELL_HALF_WIDTH, spread <= MAX_CELL_HALF_WIDTH, "note", text)
 
 
 def coalesced_share(tokens: pd.DataFrame) -> float:

@@ -22,12 +22,12 @@ UNSTABLE = Health((Check("makespan", 5.0, 20.0, False, "unstable", "run lasted 5
 CLOCK = itertools.count()
 
 
-def run(system, level, tok_s, health=STABLE, name=None, started_at=None):
+def run(system, level, tok_s, health=STABLE, name=None, started_at=None, engine=None):
     entry = GapEntry(workload=f"w{level}", level=level, system=system,
                      metrics=SimpleNamespace(total_tok_s=tok_s))
     started = float(next(CLOCK)) if started_at is None else started_at
     data = SimpleNamespace(path=Path(name or f"{system}-{level}-{tok_s}"), manifest=SimpleNamespace(started_at=started))
-    return AssessedRun(entry=entry, data=data, engine=None, health=health)
+    return AssessedRun(entry=entry, data=data, engine=engine, health=health)
 
 
 def cells_of(runs):
@@ -159,3 +159,16 @@ def test_unequal_repetitions_are_not_paired():
     runs = [*interleaved_runs(32), run("static", 32, 95.0, started_at=99.0)]
     (row,) = headline(build_cells(runs))
     assert "paired" not in row.ratios["continuous/static"].method
+
+
+def test_a_spread_cell_says_in_the_headline_whether_the_machine_or_the_schedule_moved():
+    from harness.analysis.engine import EngineMetrics
+
+    speeds = {"continuous": (11.88, 9.34, 9.97)}
+    runs = [run("continuous", 128, x, engine=EngineMetrics(1365, 30.0, 1, 1.0, 0.9, ms / 1000))
+            for x, ms in zip((6706.0, 8615.0, 8218.0), speeds["continuous"], strict=True)]
+    runs += [run("static", 128, x) for x in STAT]
+    (row,) = headline(build_cells(runs))
+    assert row.reasons == ("continuous: repetitions spread: 95% interval ±11.6% of the median (same schedule"
+                           " (1365-1365 engine steps) at median step times of 9.3-11.9 ms (±13%): the machine's"
+                           " speed varied, not the scheduler)",)

@@ -251,3 +251,28 @@ def test_telemetry_stats_unknown_when_too_few_polls_or_no_latency():
     assert all(math.isnan(x) for x in telemetry_stats(telemetry([])))
     p99, gap = telemetry_stats(telemetry([(0.0, math.nan), (2.0, math.nan)]))
     assert math.isnan(p99) and gap == pytest.approx(2.0)
+
+
+def engine(steps, median_step_ms):
+    return EngineMetrics(steps, 30.0, 12_000, 400.0, 0.95, median_step_ms / 1000)
+
+
+def test_the_same_schedule_at_another_speed_is_named_as_the_machine():
+    estimate = median_ci([6706.0, 8615.0, 8218.0])
+    health = cell_health(estimate, [Health(())] * 3, [engine(1365, 11.88), engine(1365, 9.34), engine(1364, 9.97)])
+    assert not health.stable and health.reasons == ["repetitions spread: 95% interval ±11.6% of the median"]
+    assert health.notes == ["same schedule (1364-1365 engine steps) at median step times of 9.3-11.9 ms (±13%):"
+                            " the machine's speed varied, not the scheduler"]
+
+
+def test_a_different_schedule_is_named_as_such():
+    health = cell_health(median_ci([100.0, 100.5, 101.0]), [Health(())] * 3,
+                         [engine(1000, 10.0), engine(1100, 10.0), engine(1000, 10.0)])
+    speed = next(check for check in health.checks if check.name == "machine speed")
+    assert speed.passed and speed.text.startswith("the schedule differed between repetitions: 1000-1100 engine steps")
+
+
+@pytest.mark.parametrize("engines", [(), (None, None, None), (engine(1000, 10.0),)], ids=["none", "unknown", "one"])
+def test_no_speed_note_without_two_engine_logs(engines):
+    names = {check.name for check in cell_health(median_ci([1.0, 2.0, 3.0]), [Health(())] * 3, engines).checks}
+    assert "machine speed" not in names
