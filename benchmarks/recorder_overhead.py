@@ -47,7 +47,10 @@ def measure(arm: str, workload: str, scratch: Path) -> float:
         execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
                            tokenizer=load_tokenizer(None, endpoint), out_dir=out,
                            server=dataclasses.asdict(server.info), warmup=False, progress=lambda line: None))
-        steps_recorded = (out / "steps.parquet").exists() and load_run(out).steps is not None
+        steps = load_run(out).steps
+        # The runner writes steps.parquet whenever the server has a step log; a plain
+        # scheduler leaves it empty.
+        steps_recorded = steps is not None and not steps.empty
         if steps_recorded != (arm == "recorded"):
             raise SystemExit(f"{arm} arm: the step log was {'' if steps_recorded else 'not '}written")
         return metrics_for_run(load_run(out)).output_tok_s
