@@ -14,6 +14,11 @@ def add_parser(subparsers) -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (or a sweep's runs/ directory)")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.add_argument("--calibration", type=Path, help="calibration.json (default: one beside the runs, if any)")
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="analyse runs that lack rows or hold failed requests; the report then says PARTIAL on its first line",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -37,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     if not run_dirs:
         raise UsageError(f"no run directories (with {MANIFEST_FILE}) in {', '.join(map(str, args.runs))}")
     calibration = Calibration.load(calibration_path) if calibration_path else None
-    report = assemble_report(run_dirs, args.out, calibration)
+    report = assemble_report(run_dirs, args.out, calibration, allow_partial=args.allow_partial)
+    if report.partial:
+        print(f"batchbench: warning: PARTIAL report: {len(report.partial)} runs do not answer for their plan", file=sys.stderr)
     if not report.stable:
         print("batchbench: warning: UNSTABLE cells: see the report's headline", file=sys.stderr)
     print(report.paths.html)

@@ -124,10 +124,16 @@ def run(args: argparse.Namespace) -> int:
             target = target_for("static", args.static_endpoint, stack)
             run_dirs += run_cells(target, [("static", spec) for spec in specs], runs_dir, repetitions, say)
     say("analysing and rendering the report")
-    report = assemble_report(run_dirs, out, calibration, caveats=[*CAVEATS, *skipped], smoke=args.quick)
+    # A run with failed requests is this command's own finding: reported (as PARTIAL), then exit 1.
+    report = assemble_report(
+        run_dirs, out, calibration, caveats=[*CAVEATS, *skipped], smoke=args.quick, allow_partial=True
+    )
     minutes = (time.monotonic() - began) / 60
     say(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
     print(report.paths.html)
+    if report.partial:
+        say(f"{len(report.partial)} runs have failed or missing requests: {report.partial[0]}; exit 1")
+        return 1
     if not report.stable:
         unstable = ", ".join(str(row.level) for row in report.headline if not row.stable) or "no headline"
         say(f"UNSTABLE headline cells ({unstable}): the report says why; exit {EXIT_UNSTABLE}")

@@ -77,14 +77,22 @@ def run(args: argparse.Namespace) -> int:
                 ui=args.ui,
             )
         )
+    return exit_code(outcome, args.allow_length_mismatch, args.out)
+
+
+def exit_code(outcome, allow_length_mismatch: bool, out: Path) -> int:
+    """0 when every owed request has one ok row; else 1, with one line saying why."""
     counts = outcome.counts
-    if counts.failed:
-        print(f"batchbench: {counts.failed} of {counts.planned} requests failed (recorded in {args.out})", file=sys.stderr)
+    if outcome.row_problems:
+        print(f"batchbench: rows of {out} do not match its plan: {'; '.join(outcome.row_problems)}", file=sys.stderr)
         return 1
-    if counts.length_mismatch and not args.allow_length_mismatch:
+    tolerated = counts.failures.get("length_mismatch", 0) if allow_length_mismatch else 0
+    if counts.failed > tolerated:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in counts.failures.items())
+        hint = " (--allow-length-mismatch to accept those)" if "length_mismatch" in counts.failures else ""
         print(
-            f"batchbench: {counts.length_mismatch} requests generated a different number of tokens than asked"
-            " (see length_mismatch in records.parquet; --allow-length-mismatch to accept)",
+            f"batchbench: {counts.failed} of {counts.planned - counts.not_due} requests failed: {kinds}{hint}"
+            f" (see error_kind and error in {out / 'records.parquet'})",
             file=sys.stderr,
         )
         return 1

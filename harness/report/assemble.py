@@ -20,7 +20,7 @@ from harness.errors import UsageError
 from harness.analysis.cells import HeadlineRow, assess_run, build_cells, headline, median_run
 from harness.report.headline import cell_blocks, headline_blocks, headline_summary
 from harness.report.plots import level_name
-from harness.report.render import ReportExtras, ReportPaths, ReportRun, render_report
+from harness.report.render import Block, Bullets, Paragraph, ReportExtras, ReportPaths, ReportRun, render_report
 
 
 def assemble_report(
@@ -29,14 +29,19 @@ def assemble_report(
     calibration: Calibration | None,
     caveats: Sequence[str] = (),
     smoke: bool = False,
+    allow_partial: bool = False,
 ) -> AssembledReport:
-    """Analyse `run_dirs` and write the report into `out_dir`."""
+    """Analyse `run_dirs` and write the report into `out_dir`.
+
+    A run that does not answer for its plan is refused (UsageError) unless
+    `allow_partial`; then the report's first line says PARTIAL and its lead says why.
+    """
     if not run_dirs:
         raise UsageError("no run directories to analyse")
     step_model = calibration.step_model() if calibration else None
     assessed = []
     for directory in run_dirs:
-        data = load_run(directory)
+        data = load_run(directory, allow_partial)
         metrics = metrics_for_run(data)
         predicted = None
         if step_model is not None and data.plan is not None:
@@ -59,7 +64,9 @@ def assemble_report(
             f"Calibration medians before the curve was made non-decreasing: {raw}. A larger batch measured"
             " as cheaper per step is noise on this machine; the prediction uses the pooled curve."
         )
+    partial = [f"{run.data.path.name}: {'; '.join(run.data.partial)}" for run in assessed if run.data.partial]
     extras = ReportExtras(
+        title=(PARTIAL_TITLE if partial else ReportExtras().title),
         caveats=notes,
         calibration_points=calibration.points if calibration else {},
         prefill_s_per_token=calibration.prefill_s_per_token if calibration else None,
@@ -72,13 +79,28 @@ def assemble_report(
         gap_table([run.entry for run in chosen]),
         out_dir,
         extras,
-        lead=headline_blocks(rows, smoke),
+        lead=[*partial_blocks(partial), *headline_blocks(rows, smoke)],
         details=cell_blocks(cells),
         blocked=blocked,
-        summary_extra=headline_summary(rows, cells, smoke),
+        summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial},
         measured=[run.data.manifest for run in assessed],
     )
-    return AssembledReport(paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows)
+    return AssembledReport(
+        paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows, partial=partial
+    )
+
+
+PARTIAL_TITLE = "PARTIAL: some runs do not answer for their plan (continuous vs static batching)"
+
+
+def partial_blocks(partial: Sequence[str]) -> list[Block]:
+    """Which runs are partial and why, right under the title."""
+    if not partial:
+        return []
+    return [
+        Paragraph("**Partial report (--allow-partial): these runs lack rows or hold failed requests.**"),
+        Bullets(tuple(partial)),
+    ]
 
 
 @dataclass(frozen=True)
@@ -88,3 +110,5 @@ class AssembledReport:
     paths: ReportPaths
     stable: bool
     headline: list[HeadlineRow]
+    # One line per run that does not answer for its plan; empty for a whole report.
+    partial: list[str]
