@@ -16,6 +16,7 @@ from harness.analysis.rundir import load_run
 from harness.calibration import CALIBRATION_REPETITIONS, Calibration, calibration_specs, fit_calibration
 from harness.driver.endpoint import EndpointInfo, warm_up
 from harness.driver.runner import RunRequest, execute
+from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import WorkloadSpec
 
 
@@ -43,7 +44,7 @@ def run_cells(
     of the machine's speed lands on every cell alike instead of on one of them.
     """
     headers = target.headers or {}
-    warm_up(target.endpoint, headers, target.batch_size, "hello " * 8)
+    warm_up(target.endpoint, headers, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
     made = []
     for rep in range(repetitions):
         for system, spec in cells:

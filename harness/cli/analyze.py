@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.records import MANIFEST_FILE
     from harness.report.assemble import assemble_report
 
+    if args.out.is_dir() and any(args.out.iterdir()) and not (args.out / "report.md").is_file():
+        raise UsageError(f"--out: {args.out} holds something other than an earlier report: choose a new directory")
     run_dirs, calibration_path = [], args.calibration
     for path in args.runs:
         if not path.is_dir():

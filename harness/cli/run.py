@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness.cli.serve import add_server_arguments, start_from_args
+from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.errors import UsageError
 from launchers import MODES
 
@@ -33,6 +34,13 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--ui", action="store_true", help="also serve Locust's web UI on 127.0.0.1:8089")
     parser.add_argument("--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan")
     parser.add_argument("--telemetry-interval-s", type=float, default=0.25, help="how often to poll /metrics")
+    parser.add_argument(
+        "--stall-timeout-s",
+        type=float,
+        default=DEFAULT_STALL_TIMEOUT_S,
+        help=f"fail a request when no byte arrives for this long (default {DEFAULT_STALL_TIMEOUT_S:g}; a request"
+        " queued in the server gets no byte either: raise it for runs whose requests queue longer)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up batches")
     parser.add_argument("--max-users", type=int, default=1024, help="most concurrent users for open-loop arrivals")
     add_server_arguments(parser)
@@ -41,16 +49,15 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
-    from harness.driver.runner import RunRequest, execute, require_new_dir
-    from harness.workload import load_spec
+    from harness.driver.runner import RunRequest, check_fits, execute, require_new_dir
+    from harness.workload import build_plan, load_spec
 
     spec = load_spec(args.workload)
     system = _system(args)
     headers = _headers(args.api_key_env)
-    if args.telemetry_interval_s <= 0:
-        raise UsageError(f"--telemetry-interval-s must be positive, got {args.telemetry_interval_s}")
     # Checked before a server is started, not only when the run begins.
     require_new_dir(args.out)
+    plan = build_plan(spec)
     with contextlib.ExitStack() as stack:
         server_info = None
         if args.launch:
@@ -59,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
             )
             base_url, model, server_info = server.base_url, server.served_model, asdict(server.info)
         else:
-            base_url, model = args.endpoint, (args.model if args.model != "tiny" else None)
+            base_url, model = args.endpoint, args.model
         endpoint = probe_endpoint(base_url, headers, model)
+        check_fits(plan, system, args.max_num_seqs, endpoint.max_model_len)
         outcome = execute(
             RunRequest(
                 spec=spec,
@@ -71,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
                 out_dir=args.out,
                 headers=headers,
                 server=server_info,
+                plan=plan,
                 telemetry_interval_s=args.telemetry_interval_s,
+                stall_timeout_s=args.stall_timeout_s,
                 max_users=args.max_users,
                 warmup=not args.no_warmup,
                 ui=args.ui,

@@ -31,24 +31,20 @@ from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
 from harness.driver.journal import RunJournal
 from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
 from harness.driver.steps import StepLogCursor
+from harness.driver.timeouts import CONNECT_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S
 from harness.driver.user import DriverContext, make_user_class
-from harness.driver.work import build_work, user_count
+from harness.driver.work import build_work, longest_requests, user_count
 from harness.errors import UsageError
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
 from harness.records import MANIFEST_FILE, PLAN_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
 from harness.telemetry import TelemetrySampler
-from harness.workload import WorkloadSpec, build_plan, make_prompts
+from harness.workload import RequestPlan, WorkloadSpec, build_plan, make_prompts
 
 # Spawning every user at once is what an open-loop burst needs; Locust warns about it.
 logging.getLogger("locust.runners").setLevel(logging.ERROR)
 
 # Prompts checked against the server's own /tokenize (the rest trust the same tokenizer).
 VERIFIED_PROMPTS = 8
-
-# No byte for this long fails a request as stalled. A request waiting in the server's
-# queue gets no byte either, so a run whose requests queue longer needs a larger value.
-DEFAULT_STALL_TIMEOUT_S = 120.0
-CONNECT_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -63,6 +59,8 @@ class RunRequest:
     out_dir: Path
     headers: dict[str, str] = field(default_factory=dict)
     server: dict[str, Any] | None = None
+    # Built and checked by the caller before any heavy work; else built from `spec` here.
+    plan: RequestPlan | None = None
     telemetry_interval_s: float = 0.25
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
     max_users: int = 1024
@@ -106,12 +104,17 @@ def write_manifest(manifest: RunManifest, out_dir: Path) -> None:
 def execute(request: RunRequest) -> RunOutcome:
     """Run the workload against the endpoint and write the run directory."""
     say = request.progress
-    plan = build_plan(request.spec)
+    plan = request.plan or build_plan(request.spec)
+    check_fits(plan, request.system, request.batch_size, request.endpoint.max_model_len)
     say(f"building {len(plan.requests)} prompts of exact token length")
     prompts = make_prompts(plan, request.tokenizer)
     if request.spec.endpoint == "completions":
         _check_with_server(plan, prompts, request)
     items = build_work(plan, prompts, request.system, request.batch_size)
+    # Before anything is written: a run whose warm-up fails leaves nothing behind.
+    if request.warmup:
+        say(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
+        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.stall_timeout_s)
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
 
@@ -135,10 +138,6 @@ def execute(request: RunRequest) -> RunOutcome:
         run_tag=run_tag,
     )
     write_manifest(manifest, request.out_dir)
-
-    if request.warmup:
-        say(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
-        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0])
 
     dispatcher = Dispatcher(items, duration_s=plan.duration_s)
     journal = RunJournal(request.out_dir)
@@ -245,6 +244,17 @@ def _answer_for_the_rest(items, dispatcher: Dispatcher, journal: RunJournal, wor
         journal.add(unanswered_row(item, worker, failure), [])
         written += 1
     return written
+
+
+def check_fits(plan: RequestPlan, system: str, batch_size: int, max_model_len: int | None) -> None:
+    """Refuse a plan whose longest request (prompt + tokens asked for) exceeds the server's context."""
+    if max_model_len is None:
+        return
+    longest = max(longest_requests(plan, system, batch_size), default=0)
+    if longest > max_model_len:
+        raise UsageError(
+            f"a request of {longest} tokens (prompt + output) exceeds the server's max_model_len {max_model_len}"
+        )
 
 
 def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:

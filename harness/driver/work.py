@@ -58,6 +58,14 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
     return items
 
 
+def longest_requests(plan: RequestPlan, system: str, batch_size: int) -> list[int]:
+    """Each request's prompt plus the tokens it will ask for (a naive wave asks for its longest)."""
+    outputs = [request.output_tokens for request in plan.requests]
+    if system == "naive":
+        outputs = [max(outputs[i - i % batch_size : i - i % batch_size + batch_size]) for i in range(len(outputs))]
+    return [request.prompt_tokens + output for request, output in zip(plan.requests, outputs)]
+
+
 def user_count(plan: RequestPlan, system: str, batch_size: int, max_users: int) -> int:
     """How many concurrent load users the plan needs.
 
