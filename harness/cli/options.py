@@ -50,6 +50,16 @@ def writable_destination(path: Path) -> Path:
 OutDir = Annotated[Path, AfterValidator(writable_destination)]
 
 
+def existing_directory(path: str) -> str:
+    """A directory that is there (a tokenizer is read from one; nothing is downloaded)."""
+    if not Path(path).expanduser().is_dir():
+        raise ValueError(f"{path} is not a directory")
+    return path
+
+
+ExistingDir = Annotated[str, AfterValidator(existing_directory)]
+
+
 class _Options(BaseModel):
     # Other attributes of the namespace (strings, flags, handlers) are argparse's to check.
     model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
@@ -70,6 +80,7 @@ class ServeOptions(ServerOptions):
 
 class RunOptions(ServerOptions):
     out: OutDir
+    tokenizer: ExistingDir | None
     telemetry_interval_s: Seconds
     stall_timeout_s: Seconds
     max_users: Positive = Field(le=MAX_REQUESTS)
@@ -77,6 +88,7 @@ class RunOptions(ServerOptions):
 
 class ReproduceOptions(ServerOptions):
     out: OutDir | None
+    tokenizer: ExistingDir | None
     repetitions: Positive = Field(le=MAX_REPETITIONS)
 
 

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         if endpoint is None:
             server = stack.enter_context(start_from_args(args, mode, log_dir=out / "servers" / mode, progress=say))
             url, server_info = server.base_url, asdict(server.info)
-        info = probe_endpoint(url, {}, None if endpoint else args.model)
+        # A launched server serves the model it was given; an endpoint must serve the one named.
+        info = probe_endpoint(url, {}, args.model if endpoint else None)
         return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
 
     calibration = None

@@ -49,7 +49,8 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
-    from harness.driver.runner import RunRequest, check_fits, execute, require_new_dir
+    from harness.driver.runner import RunRequest, execute, require_new_dir
+    from harness.driver.work import check_fits
     from harness.workload import build_plan, load_spec
 
     spec = load_spec(args.workload)

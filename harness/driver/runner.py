@@ -33,7 +33,7 @@ from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
 from harness.driver.steps import StepLogCursor
 from harness.driver.timeouts import CONNECT_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S
 from harness.driver.user import DriverContext, make_user_class
-from harness.driver.work import build_work, longest_requests, user_count
+from harness.driver.work import build_work, check_fits, user_count
 from harness.errors import UsageError
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
 from harness.records import MANIFEST_FILE, PLAN_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
@@ -244,17 +244,6 @@ def _answer_for_the_rest(items, dispatcher: Dispatcher, journal: RunJournal, wor
         journal.add(unanswered_row(item, worker, failure), [])
         written += 1
     return written
-
-
-def check_fits(plan: RequestPlan, system: str, batch_size: int, max_model_len: int | None) -> None:
-    """Refuse a plan whose longest request (prompt + tokens asked for) exceeds the server's context."""
-    if max_model_len is None:
-        return
-    longest = max(longest_requests(plan, system, batch_size), default=0)
-    if longest > max_model_len:
-        raise UsageError(
-            f"a request of {longest} tokens (prompt + output) exceeds the server's max_model_len {max_model_len}"
-        )
 
 
 def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:

@@ -74,6 +74,7 @@ CLI_CASES = {
     "out under a file": ([*RUN, "--out", "a-file/run"], "--out: a-file/run lies under a-file, which is a file"),
     "out unwritable": ([*RUN, "--out", "/sys/batchbench-run"], "--out: cannot create anything in /sys"),
     "out not empty": ([*RUN, "--out", "full"], "output directory full is not empty"),
+    "tokenizer not a directory": ([*RUN, "--out", "o", "--tokenizer", "no-such-dir"], "--tokenizer: no-such-dir is not a directory"),
     "naive on a static server": ([*RUN[:3], "--launch", "static", "--system", "naive", "--out", "o"], "--system naive pads waves"),
     "unknown system": ([*RUN, "--out", "o", "--system", "dynamic"], "unknown system 'dynamic'"),
     "api key variable unset": ([*RUN, "--out", "o", "--api-key-env", "BATCHBENCH_NO_SUCH_VARIABLE"], "that environment variable is not set"),
