@@ -218,9 +218,9 @@ def execute(request: RunRequest) -> RunOutcome:
         raise KeyboardInterrupt
     duration = ended - started
     rate = context.generated_tokens / duration if duration > 0 else 0.0
+    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.failures.items())
     say(
-        f"done: {counts.ok}/{counts.planned - counts.not_due} ok, {counts.failed} failed"
-        f"{' (' + ', '.join(f'{n} {kind}' for kind, n in counts.failures.items()) + ')' if counts.failures else ''},"
+        f"done: {counts.ok}/{counts.planned - counts.not_due} ok, {counts.failed} failed{f' ({kinds})' if kinds else ''},"
         f" {rate:.0f} generated tok/s over {duration:.1f} s, {len(samples)} telemetry samples -> {request.out_dir}"
     )
     return RunOutcome(request.out_dir, counts, duration, rate, problems)
