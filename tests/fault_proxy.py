@@ -29,6 +29,8 @@ STREAM_FAULTS = (
     "error_event", "usage_lie", "usage_strings", "drop_tokens", "stall", "reset",
 )
 MODEL_FAULTS = ("models_not_json", "models_list", "models_no_id", "models_other_name", "tokenize_not_json")
+# Every completion without the harness's X-Request-Id (the warm-up's) answers 500.
+WARM_UP_FAULT = "warm_up_500"
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
@@ -36,7 +38,7 @@ class FaultProxy:
     """Listen on 127.0.0.1, forward to `upstream`, apply `fault` (one of the tuples above)."""
 
     def __init__(self, upstream: str, fault: str) -> None:
-        if fault not in STREAM_FAULTS + MODEL_FAULTS + ("none",):
+        if fault not in (*STREAM_FAULTS, *MODEL_FAULTS, WARM_UP_FAULT, "none"):
             raise ValueError(f"unknown fault {fault!r}")
         self.upstream = upstream.rstrip("/")
         self.fault = fault
@@ -95,6 +97,8 @@ class FaultProxy:
             return await self._answer_models(writer, path, forwarded)
         if path.startswith("/tokenize") and self.fault == "tokenize_not_json":
             return self._write_whole(writer, 200, b"<html>tokenizer busy</html>", "text/html")
+        if self.fault == WARM_UP_FAULT and path.startswith("/v1/completions") and "x-request-id" not in map(str.lower, headers):
+            return self._write_whole(writer, 500, json.dumps(INJECTED_ERROR).encode(), "application/json")
         request_id = re.search(r"-(\d+)$", next((v for k, v in headers.items() if k.lower() == "x-request-id"), ""))
         faulted = request_id is not None and int(request_id.group(1)) % 2 == 1 and self.fault in STREAM_FAULTS
         if faulted:

@@ -123,6 +123,32 @@ def test_a_bad_server_answer_is_one_line_and_nothing_written(servers, faulty, wo
     assert not out.exists()
 
 
+def test_a_failed_warm_up_is_one_line_and_nothing_written(servers, faulty, workload, tmp_path):
+    proxy = faulty(servers.get("continuous", 4).base_url, "warm_up_500")
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--workload", str(workload), "--endpoint", proxy.base_url,
+         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) <= 4, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("batchbench: error: warm-up: 4 of 4 requests")
+    assert not out.exists()
+
+
+def test_analyze_refuses_a_faulted_run_unless_told_it_may_be_partial(servers, faulty, workload, tmp_path):
+    _, out, result = run_through_proxy(servers, faulty, workload, tmp_path, "stall")
+    assert result.returncode == 1
+    analyze = [sys.executable, "-m", "harness.cli", "analyze", str(out), "--out"]
+    refused = subprocess.run([*analyze, str(tmp_path / "r1")], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "4 of 8 requests failed (4 stall)" in refused.stderr
+    assert not (tmp_path / "r1").exists()
+    partial = subprocess.run([*analyze, str(tmp_path / "r2"), "--allow-partial"], capture_output=True, text=True, timeout=300)
+    assert partial.returncode == 0, partial.stderr[-2000:]
+    assert (tmp_path / "r2" / "report.md").read_text().startswith("# PARTIAL")
+
+
 def test_the_api_key_is_sent_and_never_written(servers, faulty, workload, tmp_path):
     key = "bb-secret-7f3a9c1e5d"
     proxy, _, result = run_through_proxy(
