@@ -26,7 +26,7 @@ INJECTED_ERROR = {"error": {"message": "injected by the fault proxy", "type": "I
 
 STREAM_FAULTS = (
     "http_500", "http_503", "reset_before_response", "cut", "truncate", "garbled", "non_utf8",
-    "error_event", "usage_lie", "usage_strings", "drop_tokens", "stall", "reset",
+    "error_event", "usage_lie", "usage_strings", "drop_tokens", "stall", "stall_first", "reset",
 )
 MODEL_FAULTS = ("models_not_json", "models_list", "models_no_id", "models_other_name", "tokenize_not_json")
 # Every completion without the harness's X-Request-Id (the warm-up's) answers 500.
@@ -169,6 +169,8 @@ def _stream_editor(fault: str) -> Callable[[bytes], bytes | str]:
         strike = count["n"] == STRIKE_AT
         if fault in ("cut", "truncate", "reset", "stall") and strike:
             return fault
+        if fault == "stall_first":
+            return "stall"
         if fault == "garbled" and strike:
             return b'data: {"choices": [{"text": "a", "tok\n\n'
         if fault == "non_utf8" and strike:

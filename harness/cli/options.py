@@ -83,6 +83,7 @@ class RunOptions(ServerOptions):
     tokenizer: ExistingDir | None
     telemetry_interval_s: Seconds
     stall_timeout_s: Seconds
+    first_byte_timeout_s: Seconds
     max_users: Positive = Field(le=MAX_REQUESTS)
 
 

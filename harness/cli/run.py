@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness.cli.serve import add_server_arguments, start_from_args
-from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
+from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.errors import UsageError
 from launchers import MODES
 
@@ -38,8 +38,14 @@ def add_parser(subparsers) -> None:
         "--stall-timeout-s",
         type=float,
         default=DEFAULT_STALL_TIMEOUT_S,
-        help=f"fail a request when no byte arrives for this long (default {DEFAULT_STALL_TIMEOUT_S:g}; a request"
-        " queued in the server gets no byte either: raise it for runs whose requests queue longer)",
+        help=f"fail a request whose stream pauses this long after it began (default {DEFAULT_STALL_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--first-byte-timeout-s",
+        type=float,
+        default=DEFAULT_FIRST_BYTE_TIMEOUT_S,
+        help=f"fail a request with no byte this long after sending (default {DEFAULT_FIRST_BYTE_TIMEOUT_S:g}; it"
+        " covers queueing in the server, so raise it for bursts that queue longer)",
     )
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up batches")
     parser.add_argument("--max-users", type=int, default=1024, help="most concurrent users for open-loop arrivals")
@@ -82,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 server=server_info,
                 plan=plan,
                 telemetry_interval_s=args.telemetry_interval_s,
-                stall_timeout_s=args.stall_timeout_s,
+                timeouts=Timeouts(args.first_byte_timeout_s, args.stall_timeout_s),
                 max_users=args.max_users,
                 warmup=not args.no_warmup,
                 ui=args.ui,

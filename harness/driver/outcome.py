@@ -28,7 +28,7 @@ LOST = "lost"
 FAILURE_KINDS: dict[str, str] = {
     HTTP_STATUS: "the server answered a status other than 200",
     CONNECTION: "no answer: connection refused, reset or closed mid-response",
-    STALL: "no bytes arrived for --stall-timeout-s seconds",
+    STALL: "no byte for --first-byte-timeout-s after sending, or for --stall-timeout-s once streaming",
     MALFORMED_STREAM: "an event was not UTF-8, not JSON, or not shaped like a completion chunk",
     ERROR_EVENT: "the stream carried an {\"error\": ...} event",
     INCOMPLETE_STREAM: "the stream ended without [DONE]",

@@ -31,7 +31,7 @@ from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
 from harness.driver.journal import RunJournal
 from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
 from harness.driver.steps import StepLogCursor
-from harness.driver.timeouts import CONNECT_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S
+from harness.driver.timeouts import CONNECT_TIMEOUT_S, Timeouts
 from harness.driver.user import DriverContext, make_user_class
 from harness.driver.work import build_work, check_fits, user_count
 from harness.errors import UsageError
@@ -62,7 +62,7 @@ class RunRequest:
     # Built and checked by the caller before any heavy work; else built from `spec` here.
     plan: RequestPlan | None = None
     telemetry_interval_s: float = 0.25
-    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
+    timeouts: Timeouts = field(default_factory=Timeouts)
     max_users: int = 1024
     warmup: bool = True
     ui: bool = False
@@ -114,7 +114,7 @@ def execute(request: RunRequest) -> RunOutcome:
     # Before anything is written: a run whose warm-up fails leaves nothing behind.
     if request.warmup:
         say(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
-        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.stall_timeout_s)
+        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.timeouts.stall_s)
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
 
@@ -145,12 +145,14 @@ def execute(request: RunRequest) -> RunOutcome:
     client = httpx.Client(
         base_url=request.endpoint.base_url,
         headers=request.headers,
-        # A read timeout is a stall: no byte for that long, however long the whole stream.
-        timeout=httpx.Timeout(request.stall_timeout_s, connect=min(CONNECT_TIMEOUT_S, request.stall_timeout_s)),
+        # The read timeout bounds the wait for a first byte; the users bound later pauses.
+        timeout=httpx.Timeout(
+            request.timeouts.first_byte_s, connect=min(CONNECT_TIMEOUT_S, request.timeouts.first_byte_s)
+        ),
         limits=httpx.Limits(max_connections=users + 8, max_keepalive_connections=users + 8),
     )
     context = DriverContext(
-        dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag, request.stall_timeout_s
+        dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag, request.timeouts
     )
     step_log = (request.server or {}).get("step_log")
     steps = StepLogCursor(Path(step_log)) if step_log else None

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
 import httpx
 from locust import User, constant, task
 from locust.exception import StopUser
@@ -17,6 +18,7 @@ from harness.driver.journal import RunJournal
 from harness.driver.outcome import CLIENT_ERROR, CONNECTION, HTTP_STATUS, STALL, Failure, Timing, record_row
 from harness.driver.stream import StreamFault, StreamReader
 from harness.driver.steps import request_tag
+from harness.driver.timeouts import Timeouts
 from harness.driver.work import WorkItem
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -34,8 +36,8 @@ class DriverContext:
     endpoint: str
     # Inside every X-Request-Id, so the engine's step log can be matched to the plan.
     run_tag: str = ""
-    # The read timeout of `client`, for the stall message.
-    stall_timeout_s: float = 0.0
+    # `client`'s read timeout is `timeouts.first_byte_s`; the user enforces `stall_s`.
+    timeouts: Timeouts = field(default_factory=Timeouts)
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     generated_tokens: int = 0
     sent: int = 0
@@ -111,12 +113,13 @@ class StreamingUser(User):
                 if status != 200:
                     failure = Failure(HTTP_STATUS, f"HTTP {status}: {response.read().decode(errors='replace')}")
                 else:
-                    for chunk in response.iter_raw():
-                        reader.feed(chunk, time.time())
+                    _read_stream(response, reader, ctx.timeouts.stall_s)
         except StreamFault as fault:
             failure = fault.failure
+        except _Stalled:
+            failure = Failure(STALL, f"no byte for {ctx.timeouts.stall_s:g} s after {reader.arrived} tokens")
         except httpx.ReadTimeout:
-            failure = Failure(STALL, f"no bytes for {ctx.stall_timeout_s:g} s after {reader.arrived} tokens")
+            failure = Failure(STALL, f"no byte within {ctx.timeouts.first_byte_s:g} s of sending (queued, or a hung server)")
         except httpx.HTTPError as exc:  # refused, reset, closed mid-body: a server fault, recorded
             failure = Failure(CONNECTION, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - whatever else breaks, the request still gets its row
@@ -146,6 +149,27 @@ class StreamingUser(User):
             exception=RuntimeError(error) if error else None,
             context={},
         )
+
+
+class _Stalled(Exception):
+    """No byte for the stall timeout in a stream that had begun."""
+
+
+def _read_stream(response: httpx.Response, reader: StreamReader, stall_s: float) -> None:
+    """Feed the body to `reader` as it arrives, failing with _Stalled on a pause of `stall_s`.
+
+    The first byte's wait is left to the client's read timeout: a request queued in the
+    server gets nothing until admitted. httpx fixes a body's read timeout when the body
+    starts, so the shorter bound after it is a gevent timer restarted at every chunk.
+    """
+    watchdog = gevent.Timeout(stall_s, _Stalled)
+    try:
+        for chunk in response.iter_raw():
+            watchdog.cancel()
+            reader.feed(chunk, time.time())
+            watchdog.start()
+    finally:
+        watchdog.cancel()
 
 
 def make_user_class(context: DriverContext) -> type[StreamingUser]:

@@ -66,6 +66,7 @@ CLI_CASES = {
     "users zero": ([*RUN, "--out", "o", "--max-users", "0"], "--max-users: Input should be greater than 0"),
     "stall zero": ([*RUN, "--out", "o", "--stall-timeout-s", "0"], "--stall-timeout-s: Input should be greater than 0"),
     "stall nan": ([*RUN, "--out", "o", "--stall-timeout-s", "nan"], "--stall-timeout-s: Input should be a finite number"),
+    "first byte timeout nan": ([*RUN, "--out", "o", "--first-byte-timeout-s", "nan"], "--first-byte-timeout-s: Input should be a finite number"),
     "stall beyond a week": ([*RUN, "--out", "o", "--stall-timeout-s", "1e9"], "--stall-timeout-s: Input should be less than"),
     "batch wait negative": ([*RUN, "--out", "o", "--batch-wait-s", "-1"], "--batch-wait-s: Input should be greater than or equal to 0"),
     "startup timeout inf": ([*RUN, "--out", "o", "--startup-timeout-s", "inf"], "--startup-timeout-s: Input should be a finite number"),

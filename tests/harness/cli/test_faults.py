@@ -29,8 +29,10 @@ prompt_tokens: {kind: fixed, value: 16}
 output_tokens: {kind: fixed, value: 24}
 arrival: {kind: burst}
 """
-# Short, so a stalled request fails in seconds; long beside one 24-token request at B = 4.
+# Short, so a stalled request fails in seconds; long beside one 24-token request at B = 4,
+# and beside the wait of the plan's second batch of 4 for its first token.
 STALL_TIMEOUT_S = "6"
+FIRST_BYTE_TIMEOUT_S = "10"
 
 # Fault -> the error_kind of every request it strikes.
 FAULT_KINDS = {
@@ -46,6 +48,7 @@ FAULT_KINDS = {
     "usage_strings": "malformed_stream",
     "drop_tokens": "usage_mismatch",
     "stall": "stall",
+    "stall_first": "stall",
     "reset": "connection",
 }
 
@@ -61,7 +64,7 @@ def run(endpoint: str, workload, out, *extra: str, env=None) -> subprocess.Compl
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--workload", str(workload), "--endpoint", endpoint,
          "--model", "tiny", "--max-num-seqs", "4", "--no-warmup", "--stall-timeout-s", STALL_TIMEOUT_S,
-         "--out", str(out), *extra],
+         "--first-byte-timeout-s", FIRST_BYTE_TIMEOUT_S, "--out", str(out), *extra],
         capture_output=True, text=True, timeout=300, env=env,
     )
 
@@ -173,7 +176,7 @@ def test_a_stopped_server_stalls_every_request_into_a_failed_row(servers, worklo
     process = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--workload", str(slow), "--endpoint", server.base_url,
          "--model", "tiny", "--max-num-seqs", "4", "--no-warmup", "--stall-timeout-s", STALL_TIMEOUT_S,
-         "--out", str(out)],
+         "--first-byte-timeout-s", FIRST_BYTE_TIMEOUT_S, "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
