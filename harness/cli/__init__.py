@@ -19,6 +19,7 @@ from collections.abc import Sequence  # noqa: E402
 import gevent  # noqa: E402
 
 from harness.cli import analyze, prepare_model, reproduce, run, serve  # noqa: E402
+from harness.cli.options import check_options  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
 COMMANDS = (serve, prepare_model, run, analyze, reproduce)
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gevent.signal_handler(signum, _interrupt_main)
     try:
         args = build_parser().parse_args(argv)
+        check_options(args)
         return args.handler(args)
     except BatchBenchError as exc:
         print(f"batchbench: error: {exc}", file=sys.stderr)

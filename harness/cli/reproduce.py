@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         if endpoint is None:
             server = stack.enter_context(start_from_args(args, mode, log_dir=out / "servers" / mode, progress=say))
             url, server_info = server.base_url, asdict(server.info)
-        info = probe_endpoint(url, {}, None if endpoint else args.model)
+        # A launched server serves the model it was given; an endpoint must serve the one named.
+        info = probe_endpoint(url, {}, args.model if endpoint else None)
         return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
 
     skipped = []
@@ -122,10 +123,16 @@ def run(args: argparse.Namespace) -> int:
         cells = [SweepCell(system, spec, target) for spec in specs for system, target in systems if target is not None]
         run_dirs = run_cells(cells, runs_dir, repetitions, say)
     say("analysing and rendering the report")
-    report = assemble_report(run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick)
+    # A run with failed requests is this command's own finding: reported (as PARTIAL), then exit 1.
+    report = assemble_report(
+        run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick, allow_partial=True
+    )
     minutes = (time.monotonic() - began) / 60
     say(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
     print(report.paths.html)
+    if report.partial:
+        say(f"{len(report.partial)} runs have failed or missing requests: {report.partial[0]}; exit 1")
+        return 1
     if not report.stable:
         unstable = ", ".join(str(row.level) for row in report.headline if not row.stable) or "no headline"
         say(f"UNSTABLE headline cells ({unstable}): the report says why; exit {EXIT_UNSTABLE}")

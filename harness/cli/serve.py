@@ -8,10 +8,16 @@ import time
 from launchers import MODES, start
 from launchers.layout import LAYOUTS
 
+DEFAULT_MODEL = "tiny"
+
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     """Server options shared by every command that launches vLLM."""
-    parser.add_argument("--model", default="tiny", help="tiny (default), llama-3.1-8b, opt-13b, a directory or a hub id")
+    parser.add_argument(
+        "--model",
+        help="launching: tiny (default), llama-3.1-8b, opt-13b, a directory or a hub id; against an endpoint: the"
+        " served model name, which must be served (default: its only model)",
+    )
     parser.add_argument("--max-num-seqs", type=int, default=16, help="B: most sequences in a batch (default 16)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--batch-wait-s", type=float, default=0.0, help="static mode: wait this long for a full batch")
@@ -31,7 +37,7 @@ def start_from_args(args: argparse.Namespace, mode: str, log_dir=None, port: int
     """Start a server from the options `add_server_arguments` defined."""
     return start(
         mode,
-        args.model,
+        args.model or DEFAULT_MODEL,
         args.max_num_seqs,
         port=port,
         host=args.host,
