@@ -97,7 +97,11 @@ class FaultProxy:
             return await self._answer_models(writer, path, forwarded)
         if path.startswith("/tokenize") and self.fault == "tokenize_not_json":
             return self._write_whole(writer, 200, b"<html>tokenizer busy</html>", "text/html")
-        if self.fault == WARM_UP_FAULT and path.startswith("/v1/completions") and "x-request-id" not in map(str.lower, headers):
+        if (
+            self.fault == WARM_UP_FAULT
+            and path.startswith("/v1/completions")
+            and "x-request-id" not in map(str.lower, headers)
+        ):
             return self._write_whole(writer, 500, json.dumps(INJECTED_ERROR).encode(), "application/json")
         request_id = re.search(r"-(\d+)$", next((v for k, v in headers.items() if k.lower() == "x-request-id"), ""))
         faulted = request_id is not None and int(request_id.group(1)) % 2 == 1 and self.fault in STREAM_FAULTS

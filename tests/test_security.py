@@ -18,11 +18,16 @@ def test_no_subprocess_runs_through_a_shell():
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and any(
-                keyword.arg == "shell" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is False)
+                keyword.arg == "shell"
+                and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is False)
                 for keyword in node.keywords
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-            if isinstance(node, ast.Attribute) and node.attr in ("system", "popen") and getattr(node.value, "id", "") == "os":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("system", "popen")
+                and getattr(node.value, "id", "") == "os"
+            ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert len(SOURCES) > 50 and offenders == []
 

@@ -157,7 +157,9 @@ def compute_run_metrics(
         ok=ok,
         failed=len(records) - ok,
         # Failed as such since ok requires the tokens asked for; ok and flagged in older runs.
-        length_mismatches=int((records["error_kind"].eq("length_mismatch") | (records["ok"] & records["length_mismatch"])).sum()),
+        length_mismatches=int(
+            (records["error_kind"].eq("length_mismatch") | (records["ok"] & records["length_mismatch"])).sum()
+        ),
         errors=error_counts(records),
         makespan_s=makespan,
         prompt_tokens=prompt,

@@ -40,7 +40,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no run directories (with {MANIFEST_FILE}) in {', '.join(map(str, args.runs))}")
     report = assemble_report(run_dirs, args.out, allow_partial=args.allow_partial)
     if report.partial:
-        print(f"batchbench: warning: PARTIAL report: {len(report.partial)} runs do not answer for their plan", file=sys.stderr)
+        print(
+            f"batchbench: warning: PARTIAL report: {len(report.partial)} runs do not answer for their plan",
+            file=sys.stderr,
+        )
     if not report.stable:
         print("batchbench: warning: UNSTABLE cells: see the report's headline", file=sys.stderr)
     print(report.paths.html)

@@ -8,18 +8,21 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import cast
 
 from harness.cli.serve import add_server_arguments, start_from_args
-from harness.driver.work import DEFAULT_MAX_USERS
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
+from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from harness.systems import SYSTEMS
-from launchers import MODES
+from launchers import MODES, Mode
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="run one workload with Locust and record every request")
-    parser.add_argument("--workload", required=True, help="workload YAML file or built-in name (e.g. cpu-anyscale-cap128)")
+    parser.add_argument(
+        "--workload", required=True, help="workload YAML file or built-in name (e.g. cpu-anyscale-cap128)"
+    )
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--endpoint", help="base URL of a running OpenAI-compatible server")
     target.add_argument("--launch", help=f"start vLLM in this mode: {', '.join(MODES)}")
@@ -32,7 +35,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--tokenizer", help="tokenizer directory for prompts (default: the served model's directory)")
     parser.add_argument("--api-key-env", metavar="NAME", help="send the bearer token held in this environment variable")
     parser.add_argument("--ui", action="store_true", help="also serve Locust's web UI on 127.0.0.1:8089")
-    parser.add_argument("--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan")
+    parser.add_argument(
+        "--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan"
+    )
     parser.add_argument("--telemetry-interval-s", type=float, default=0.25, help="how often to poll /metrics")
     parser.add_argument(
         "--stall-timeout-s",
@@ -71,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         server_info = None
         if args.launch:
+            launch = cast(Mode, args.launch)  # _system checked it is one of MODES
             server = stack.enter_context(
-                start_from_args(args, args.launch, log_dir=args.out.parent / f".{args.out.name}-server")
+                start_from_args(args, launch, log_dir=args.out.parent / f".{args.out.name}-server")
             )
             base_url, model, server_info = server.base_url, server.served_model, asdict(server.info)
         else:

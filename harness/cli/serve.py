@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import cast
 
-from launchers import MODES, start
+from launchers import MODES, Mode, start
 from launchers.layout import LAYOUTS
 
 DEFAULT_MODEL = "tiny"
@@ -30,10 +31,12 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="process layout: engine-with-worker pins vLLM's spinning engine core beside its worker so the client"
         " and API server get CPU (auto: engine-with-worker on machines of <= 4 cores; see launchers/layout.py)",
     )
-    parser.add_argument("--vllm-arg", action="append", default=[], metavar="ARG", help="extra vLLM argument (repeatable)")
+    parser.add_argument(
+        "--vllm-arg", action="append", default=[], metavar="ARG", help="extra vLLM argument (repeatable)"
+    )
 
 
-def start_from_args(args: argparse.Namespace, mode: str, log_dir=None, port: int | None = None, progress=None):
+def start_from_args(args: argparse.Namespace, mode: Mode, log_dir=None, port: int | None = None, progress=None):
     """Start a server from the options `add_server_arguments` defined."""
     return start(
         mode,
@@ -60,8 +63,13 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with start_from_args(args, args.mode, port=args.port) as server:
-        print(f"serving {server.served_model} ({args.mode}, max-num-seqs {args.max_num_seqs}) at {server.base_url}", flush=True)
+    # --mode is free text; `start` rejects an unknown one (ServerSpec raises UsageError).
+    mode = cast(Mode, args.mode)
+    with start_from_args(args, mode, port=args.port) as server:
+        print(
+            f"serving {server.served_model} ({args.mode}, max-num-seqs {args.max_num_seqs}) at {server.base_url}",
+            flush=True,
+        )
         print(f"log: {server.log_path}  (Ctrl-C to stop)", flush=True)
         try:
             while True:

@@ -73,7 +73,10 @@ class Dispatcher:
 
     def scheduled_s(self, item: WorkItem) -> float | None:
         """Absolute send time the plan asks for (None in a closed loop or for waves)."""
-        return None if item.arrival_s is None else self.start_s + item.arrival_s
+        if item.arrival_s is None:
+            return None
+        assert self.start_s is not None, "scheduled_s before open()"
+        return self.start_s + item.arrival_s
 
     def wait_for_schedule(self, item: WorkItem) -> None:
         """Sleep until the item's planned send time (no-op if it is due or unscheduled)."""
@@ -93,7 +96,10 @@ class Dispatcher:
         self._check_finished()
 
     def _past_duration(self) -> bool:
-        return self.duration_s is not None and time.time() - self.start_s >= self.duration_s
+        if self.duration_s is None:
+            return False
+        assert self.start_s is not None, "next_item waits for open()"
+        return time.time() - self.start_s >= self.duration_s
 
     def _check_finished(self) -> None:
         if not self._pending and self._in_flight == 0:

@@ -6,7 +6,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Annotated, TypeVar
 
 import httpx
@@ -137,7 +136,9 @@ def warm_up(
             gevent.joinall(jobs)
             problems = [job.value for job in jobs if job.value]
             if problems:
-                raise ServerError(f"warm-up: {len(problems)} of {batch} requests to {info.base_url} failed: {problems[0]}")
+                raise ServerError(
+                    f"warm-up: {len(problems)} of {batch} requests to {info.base_url} failed: {problems[0]}"
+                )
 
 
 def _warm_up_request(client: httpx.Client, body: dict) -> str | None:

@@ -64,7 +64,7 @@ class RunJournal:
         """Write records.parquet and tokens.parquet from the journals; return row counts."""
         self.flush()
         records = read_journal(self.records_path)
-        token_rows = {"request_id": [], "token_index": [], "t_s": []}
+        token_rows: dict[str, list[Any]] = {"request_id": [], "token_index": [], "t_s": []}
         for entry in read_journal(self.tokens_path):
             times = entry["t"]
             token_rows["request_id"] += [entry["request_id"]] * len(times)

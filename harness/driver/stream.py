@@ -106,7 +106,9 @@ class StreamReader:
         try:
             text = payload.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise StreamFault(Failure(MALFORMED_STREAM, f"{where} is not UTF-8 ({exc.reason} at byte {exc.start})"))
+            raise StreamFault(
+                Failure(MALFORMED_STREAM, f"{where} is not UTF-8 ({exc.reason} at byte {exc.start})")
+            ) from exc
         try:
             chunk = StreamChunk.model_validate_json(text)
         except ValidationError as exc:
@@ -114,7 +116,7 @@ class StreamReader:
             field = ".".join(str(part) for part in problem["loc"])
             raise StreamFault(
                 Failure(MALFORMED_STREAM, f"{where}: {field + ': ' if field else ''}{problem['msg']}: {text[:80]!r}")
-            )
+            ) from exc
         if chunk.error is not None:
             raise StreamFault(Failure(ERROR_EVENT, f"{where}: server error event: {_error_text(chunk.error)}"))
         return chunk

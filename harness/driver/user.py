@@ -6,7 +6,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import httpx
@@ -16,10 +16,13 @@ from locust.exception import StopUser
 from harness.driver.dispatch import Dispatcher
 from harness.driver.journal import RunJournal
 from harness.driver.outcome import CLIENT_ERROR, CONNECTION, HTTP_STATUS, STALL, Failure, Timing, record_row
-from harness.driver.stream import StreamFault, StreamReader
 from harness.driver.steps import request_tag
+from harness.driver.stream import StreamFault, StreamReader
 from harness.driver.timeouts import Timeouts
 from harness.driver.work import WorkItem
+
+if TYPE_CHECKING:  # only in gevent's stubs, not at run time
+    from gevent._types import _TimerWatcher
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -119,7 +122,9 @@ class StreamingUser(User):
         except _Stalled:
             failure = Failure(STALL, f"no byte for {ctx.timeouts.stall_s:g} s after {reader.arrived} tokens")
         except httpx.ReadTimeout:
-            failure = Failure(STALL, f"no byte within {ctx.timeouts.first_byte_s:g} s of sending (queued, or a hung server)")
+            failure = Failure(
+                STALL, f"no byte within {ctx.timeouts.first_byte_s:g} s of sending (queued, or a hung server)"
+            )
         except httpx.HTTPError as exc:  # refused, reset, closed mid-body: a server fault, recorded
             failure = Failure(CONNECTION, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - whatever else breaks, the request still gets its row
@@ -187,7 +192,7 @@ class _StallWatch:
         self.stall_s = stall_s
         self.last = now
         self._greenlet = gevent.getcurrent()
-        self._timer = None
+        self._timer: _TimerWatcher | None = None
         self._arm(stall_s)
 
     def _arm(self, delay: float) -> None:
@@ -205,6 +210,7 @@ class _StallWatch:
 
     def stop(self) -> None:
         """Stop watching (the stream ended, one way or another)."""
+        assert self._timer is not None, "armed in __init__"
         self._timer.close()
 
 

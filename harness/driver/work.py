@@ -46,7 +46,7 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
         raise ValueError(f"{len(prompts)} prompts for {len(plan.requests)} planned requests")
     requested = requested_outputs(plan, system, batch_size)
     items = []
-    for request, prompt, asked in zip(plan.requests, prompts, requested):
+    for request, prompt, asked in zip(plan.requests, prompts, requested, strict=True):
         naive = system == "naive"
         items.append(
             WorkItem(
@@ -73,7 +73,7 @@ def requested_outputs(plan: RequestPlan, system: str, batch_size: int) -> list[i
 def longest_requests(plan: RequestPlan, system: str, batch_size: int) -> list[int]:
     """Each request's prompt plus the tokens it will ask for."""
     asked = requested_outputs(plan, system, batch_size)
-    return [request.prompt_tokens + tokens for request, tokens in zip(plan.requests, asked)]
+    return [request.prompt_tokens + tokens for request, tokens in zip(plan.requests, asked, strict=True)]
 
 
 def check_fits(plan: RequestPlan, system: str, batch_size: int, max_model_len: int | None) -> None:

@@ -20,10 +20,10 @@ from typing import Annotated, Literal, TextIO
 import numpy as np
 from pydantic import (
     BaseModel,
-    Strict,
     ConfigDict,
     Field,
     PrivateAttr,
+    Strict,
     ValidationInfo,
     field_validator,
     model_validator,

@@ -165,7 +165,8 @@ def _check_size(spec: WorkloadSpec) -> None:
         return
     if spec.duration_s is not None and arrival.rate * spec.duration_s > MAX_REQUESTS:
         raise UsageError(
-            f"{spec.name}: rate x duration_s is {arrival.rate * spec.duration_s:.3g} requests, more than {MAX_REQUESTS:,}"
+            f"{spec.name}: rate x duration_s is {arrival.rate * spec.duration_s:.3g} requests,"
+            f" more than {MAX_REQUESTS:,}"
         )
     if spec.num_requests is not None and spec.num_requests / arrival.rate > MAX_DURATION_S:
         raise UsageError(

@@ -147,7 +147,9 @@ def test_analyze_refuses_a_faulted_run_unless_told_it_may_be_partial(servers, fa
     refused = subprocess.run([*analyze, str(tmp_path / "r1")], capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "4 of 8 requests failed (4 stall)" in refused.stderr
     assert not (tmp_path / "r1").exists()
-    partial = subprocess.run([*analyze, str(tmp_path / "r2"), "--allow-partial"], capture_output=True, text=True, timeout=300)
+    partial = subprocess.run(
+        [*analyze, str(tmp_path / "r2"), "--allow-partial"], capture_output=True, text=True, timeout=300
+    )
     assert partial.returncode == 0, partial.stderr[-2000:]
     assert (tmp_path / "r2" / "report.md").read_text().startswith("# PARTIAL")
 

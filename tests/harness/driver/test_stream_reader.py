@@ -27,7 +27,12 @@ def chunk(ids: list[int], completion: int, text: str = "x") -> bytes:
 
 
 DONE = b"data: [DONE]\n\n"
-GOOD = chunk([1], 1) + chunk([2, 3], 3) + event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}}) + DONE
+GOOD = (
+    chunk([1], 1)
+    + chunk([2, 3], 3)
+    + event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}})
+    + DONE
+)
 
 
 def read(body: bytes, size: int | None = None) -> StreamReader:

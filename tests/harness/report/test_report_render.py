@@ -259,16 +259,31 @@ def edit_manifest(run_dir, **changes):
 
 
 BROKEN_RUNS = {
-    "a row missing": (lambda d: rewrite_records(d, lambda rows: rows[:2] + rows[3:]), "1 planned requests have no row (ids 2)"),
-    "a row twice": (lambda d: rewrite_records(d, lambda rows: [*rows, rows[0]]), "1 requests have more than one row (ids 0)"),
-    "a row not planned": (lambda d: rewrite_records(d, lambda rows: [*rows, {**rows[0], "request_id": 9}]), "1 rows are not in the plan's owed requests (ids 9)"),
+    "a row missing": (
+        lambda d: rewrite_records(d, lambda rows: rows[:2] + rows[3:]),
+        "1 planned requests have no row (ids 2)",
+    ),
+    "a row twice": (
+        lambda d: rewrite_records(d, lambda rows: [*rows, rows[0]]),
+        "1 requests have more than one row (ids 0)",
+    ),
+    "a row not planned": (
+        lambda d: rewrite_records(d, lambda rows: [*rows, {**rows[0], "request_id": 9}]),
+        "1 rows are not in the plan's owed requests (ids 9)",
+    ),
     "a failed request": (lambda d: rewrite_records(d, fail_second), "1 of 4 requests failed (1 stall)"),
     "interrupted": (lambda d: edit_manifest(d, complete=False), "run did not finish"),
     "no plan": (lambda d: (d / "plan.json").unlink(), "no usable plan.json"),
     "plan not an object": (lambda d: (d / "plan.json").write_text("[1, 2]"), "plan.json: expected a JSON object"),
     "manifest not json": (lambda d: (d / "manifest.json").write_text("{oops"), "manifest.json: Invalid JSON"),
-    "records not parquet": (lambda d: (d / "records.parquet").write_bytes(b"PAR1 not really"), "records.parquet: cannot read parquet"),
-    "records without a column": (lambda d: pq.write_table(pa.table({"request_id": [0]}), d / "records.parquet"), "records.parquet: missing columns"),
+    "records not parquet": (
+        lambda d: (d / "records.parquet").write_bytes(b"PAR1 not really"),
+        "records.parquet: cannot read parquet",
+    ),
+    "records without a column": (
+        lambda d: pq.write_table(pa.table({"request_id": [0]}), d / "records.parquet"),
+        "records.parquet: missing columns",
+    ),
 }
 
 
