@@ -27,6 +27,7 @@ from harness.analysis.rundir import load_run
 from harness.analysis.stats import median_ci, paired_ratio_ci
 from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
 from harness.driver.runner import RunRequest, execute
+from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import load_specs
 from launchers import start
 
@@ -42,7 +43,7 @@ def measure(arm: str, workload: str, scratch: Path) -> float:
     spec = load_specs([workload])[0]
     with start("continuous", "tiny", BATCH, extra_args=ARMS[arm], log_dir=scratch / "server") as server:
         endpoint = probe_endpoint(server.base_url, {}, None)
-        warm_up(endpoint, {}, BATCH, "hello " * 8)
+        warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
         out = scratch / "run"
         execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
                            tokenizer=load_tokenizer(None, endpoint), out_dir=out,

@@ -37,10 +37,19 @@ class RunCounts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     planned: int = Field(description="requests in the plan")
-    sent: int = Field(0, description="requests actually sent")
-    ok: int = Field(0, description="requests that completed with HTTP 200")
-    failed: int = Field(0, description="requests that failed (HTTP error, connection error, timeout)")
-    length_mismatch: int = Field(0, description="ok requests whose completion length differs from the request")
+    not_due: int = Field(
+        0, description="the plan's last requests a closed loop's duration never reached (owed: planned - not_due)"
+    )
+    sent: int = Field(0, description="requests actually sent (whatever came back)")
+    ok: int = Field(0, description="rows with HTTP 200, a complete well-formed stream and the tokens asked for")
+    failed: int = Field(0, description="rows of failed requests, whatever the kind (see failures)")
+    length_mismatch: int = Field(0, description="rows whose arrived tokens differ from the tokens asked for")
+    unanswered: int = Field(
+        0, description="rows the runner wrote for owed requests no load user answered for (not_sent, lost)"
+    )
+    failures: dict[str, int] = Field(
+        default_factory=dict, description="failed rows by error_kind (harness.driver.outcome.FAILURE_KINDS)"
+    )
 
 
 class ClientHealth(BaseModel):

@@ -39,10 +39,18 @@ RECORD_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "first_token_s": (pa.float64(), "arrival of the first generated token; NaN if none came"),
     "end_s": (pa.float64(), "end of the response (or of the failure)"),
     "prompt_tokens": (pa.int64(), "prompt tokens the server counted (usage); -1 if unknown"),
-    "completion_tokens": (pa.int64(), "generated tokens the server counted (usage); -1 if unknown"),
-    "status": (pa.int64(), "HTTP status; 0 when no response arrived (connection error, timeout)"),
-    "error": (pa.string(), "why it failed; empty when ok"),
-    "ok": (pa.bool_(), "HTTP 200 and a complete stream"),
+    "completion_tokens": (
+        pa.int64(),
+        "generated tokens that arrived, counted from the stream (token ids; else the running usage)",
+    ),
+    "usage_completion_tokens": (pa.int64(), "generated tokens the server's final usage claimed; -1 if none"),
+    "status": (pa.int64(), "HTTP status; 0 when no response arrived (connection error, timeout, never sent)"),
+    "error_kind": (pa.string(), "why it failed, one of harness.driver.outcome.FAILURE_KINDS; empty when ok"),
+    "error": (pa.string(), "why it failed, one line; empty when ok"),
+    "ok": (
+        pa.bool_(),
+        "HTTP 200, a well-formed stream ending in [DONE], no error event, the tokens asked for, usage agreeing",
+    ),
     "length_mismatch": (pa.bool_(), "completion_tokens differs from requested_output_tokens"),
 }
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.driver.endpoint import EndpointInfo, warm_up
 from harness.driver.runner import RunRequest, execute
+from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import WorkloadSpec
 
 
@@ -52,7 +53,7 @@ def run_cells(
     """
     targets = list({id(cell.target): cell.target for cell in cells}.values())
     for target in targets:
-        warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8)
+        warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
     made = []
     for rep in range(repetitions):
         for cell in cells:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
@@ -123,3 +125,29 @@ def run_in_thread(fn, *args) -> tuple[threading.Thread, list]:
 @pytest.fixture
 def threaded():
     return run_in_thread
+
+
+def _load_fault_proxy():
+    # Loaded by path: tests are not a package (importlib import mode).
+    spec = importlib.util.spec_from_file_location("fault_proxy", Path(__file__).with_name("fault_proxy.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fault_proxy = _load_fault_proxy()
+
+
+@pytest.fixture
+def faulty():
+    """A factory of fault proxies in front of a server; each closed at the end of the test."""
+    made = []
+
+    def make(upstream: str, fault: str):
+        proxy = fault_proxy.FaultProxy(upstream, fault)
+        made.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in made:
+        proxy.close()

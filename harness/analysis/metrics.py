@@ -4,8 +4,9 @@ Pure functions over the tables of harness/records.py; no I/O. The definitions:
 
 - Window and makespan: from the first `sent_s` to the last `end_s` of the ok requests.
   Every rate below divides by the makespan; failed requests add nothing to any rate.
-- Generated tokens of an ok request: the server's `completion_tokens`, or the number
-  of its rows in the tokens table when the server reported none (-1).
+- Generated tokens of an ok request: its `completion_tokens`, the tokens that arrived
+  (runs recorded before that column was counted from the stream hold the server's
+  usage there), or its rows in the tokens table when that is -1.
 - Useful tokens: min(generated, planned_output_tokens). A padded (naive) request asks
   for more than planned; the excess is padding, not output.
 - Prompt tokens: the server's `prompt_tokens`, or the planned length when unknown (-1).
@@ -155,7 +156,10 @@ def compute_run_metrics(
         requests=len(records),
         ok=ok,
         failed=len(records) - ok,
-        length_mismatches=int(records.loc[records["ok"], "length_mismatch"].sum()),
+        # Failed as such since ok requires the tokens asked for; ok and flagged in older runs.
+        length_mismatches=int(
+            (records["error_kind"].eq("length_mismatch") | (records["ok"] & records["length_mismatch"])).sum()
+        ),
         errors=error_counts(records),
         makespan_s=makespan,
         prompt_tokens=prompt,

@@ -1,8 +1,10 @@
 """Reading a finished run directory: the analyzer's only I/O.
 
-`load_run` refuses anything that is not a finished run (no manifest, `complete` false,
-a missing or malformed table) with a one-line `UsageError` naming the path, so the
-pure analysis never sees half-written data.
+`load_run` refuses anything that is not a finished run (no manifest, a missing or
+malformed table) with a one-line `UsageError` naming the path, so the pure analysis
+never sees half-written data. It also refuses a run that does not answer for its plan
+(interrupted, no plan.json, rows missing or repeated, failed requests) unless told
+`allow_partial`; the run then carries the reasons in `partial`, for the report to say.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from harness.accounting import row_problems
 from harness.errors import UsageError
 from harness.manifest import RunManifest
 from harness.records import (
@@ -47,10 +50,17 @@ class RunData:
     plan: dict[str, Any] | None
     # The engine's own step log (records.STEP_FIELDS); None for servers we did not launch.
     steps: pd.DataFrame | None = None
+    # Why the run does not answer for its plan (see load_run); empty for a whole run.
+    partial: tuple[str, ...] = ()
 
 
-def load_run(path: str | os.PathLike[str]) -> RunData:
-    """Load the run directory at `path`; UsageError (naming it) if it is not a finished run."""
+# Columns added after runs were first recorded, and what an older run's rows mean by them.
+RECORD_DEFAULTS = {"usage_completion_tokens": -1, "error_kind": ""}
+
+
+def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunData:
+    """Load the run directory at `path`; UsageError (naming it) if it is not a finished run,
+    or if it does not answer for its plan and `allow_partial` is false."""
     root = Path(path)
     if not root.is_dir():
         raise UsageError(f"{root}: not a run directory (no such directory)")
@@ -58,17 +68,40 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
     if not manifest_path.is_file():
         raise UsageError(f"{root}: not a run directory (no {MANIFEST_FILE})")
     manifest = _read_manifest(manifest_path)
-    if not manifest.complete:
-        raise UsageError(f"{root}: run did not finish ({MANIFEST_FILE} says complete: false)")
+    records = _read_table(root / RECORDS_FILE, RECORD_SCHEMA, defaults=RECORD_DEFAULTS)
+    plan = _read_optional_json(root / PLAN_FILE)
+    partial = tuple(plan_problems(manifest, records, plan))
+    if partial and not allow_partial:
+        raise UsageError(f"{root}: {'; '.join(partial)} (--allow-partial to analyse it anyway)")
     return RunData(
         path=root,
         manifest=manifest,
-        records=_read_table(root / RECORDS_FILE, RECORD_SCHEMA),
+        records=records,
         tokens=_read_table(root / TOKENS_FILE, TOKEN_SCHEMA),
-        telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, optional=("latency_s",)),
-        plan=_read_optional_json(root / PLAN_FILE),
+        telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, defaults={"latency_s": float("nan")}),
+        plan=plan,
         steps=_read_table(root / STEPS_FILE, STEP_SCHEMA) if manifest.engine_steps else None,
+        partial=partial,
     )
+
+
+def plan_problems(manifest: RunManifest, records: pd.DataFrame, plan: dict[str, Any] | None) -> list[str]:
+    """Why a run's rows do not answer for its plan: each a short clause; empty when they do."""
+    problems = []
+    if not manifest.complete:
+        problems.append(f"run did not finish ({MANIFEST_FILE} says complete: false)")
+    requests = plan.get("requests") if plan is not None else None
+    if not isinstance(requests, list):
+        problems.append(f"no usable {PLAN_FILE} to check its rows against")
+    else:
+        problems += row_problems(records["request_id"], len(requests), manifest.counts.not_due)
+    failed = records.loc[~records["ok"]]
+    if len(failed):
+        kinds = failed["error_kind"].replace("", "unknown").value_counts().sort_index()
+        problems.append(
+            f"{len(failed)} of {len(records)} requests failed ({', '.join(f'{n} {kind}' for kind, n in kinds.items())})"
+        )
+    return problems
 
 
 def _read_manifest(path: Path) -> RunManifest:
@@ -80,21 +113,22 @@ def _read_manifest(path: Path) -> RunManifest:
         raise UsageError(f"{path}: {describe_validation_error(exc)}") from exc
 
 
-def _read_table(path: Path, schema: pa.Schema, optional: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Read a parquet table, requiring every column of `schema` but the `optional` ones (NaN if absent)."""
+def _read_table(path: Path, schema: pa.Schema, defaults: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Read a parquet table, requiring every column of `schema` but those in `defaults` (filled if absent)."""
+    defaults = defaults or {}
     if not path.is_file():
         raise UsageError(f"{path}: missing (a finished run has {path.name})")
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise UsageError(f"{path}: cannot read parquet: {' '.join(str(exc).split())}") from exc
-    missing = [name for name in schema.names if name not in table.column_names and name not in optional]
+    missing = [name for name in schema.names if name not in table.column_names and name not in defaults]
     if missing:
         raise UsageError(f"{path}: missing columns {', '.join(missing)}")
     frame: pd.DataFrame = table.select([name for name in schema.names if name in table.column_names]).to_pandas()
-    for name in optional:
+    for name, value in defaults.items():
         if name not in frame.columns:
-            frame[name] = float("nan")
+            frame[name] = value
     return frame
 
 

@@ -15,10 +15,12 @@ import argparse  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
+from typing import NoReturn  # noqa: E402
 
 import gevent  # noqa: E402
 
 from harness.cli import analyze, prepare_model, reproduce, run, serve  # noqa: E402
+from harness.cli.options import check_options  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
 COMMANDS = (serve, prepare_model, run, analyze, reproduce)
@@ -27,7 +29,7 @@ COMMANDS = (serve, prepare_model, run, analyze, reproduce)
 class _OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming what is wrong, exit 2."""
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
 
 
@@ -40,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _interrupt_main() -> None:
-    gevent.get_hub().parent.throw(KeyboardInterrupt)
+    main_greenlet = gevent.get_hub().parent
+    assert main_greenlet is not None, "the hub's parent is the main greenlet"
+    main_greenlet.throw(KeyboardInterrupt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gevent.signal_handler(signum, _interrupt_main)
     try:
         args = build_parser().parse_args(argv)
+        check_options(args)
         return args.handler(args)
     except BatchBenchError as exc:
         print(f"batchbench: error: {exc}", file=sys.stderr)

@@ -11,9 +11,12 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "prepare-model",
         help="make a model directory without downloads (tiny, GPU architecture profiles)",
-        description="Make a local model directory: " + "; ".join(f"{p.name}: {p.description}" for p in PROFILES.values()),
+        description="Make a local model directory: "
+        + "; ".join(f"{p.name}: {p.description}" for p in PROFILES.values()),
     )
-    parser.add_argument("model", nargs="?", default="tiny", help="tiny (default), a profile name, a directory or a hub id")
+    parser.add_argument(
+        "model", nargs="?", default="tiny", help="tiny (default), a profile name, a directory or a hub id"
+    )
     parser.set_defaults(handler=run)
 
 

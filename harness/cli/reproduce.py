@@ -20,6 +20,7 @@ from pathlib import Path
 
 from harness.cli.serve import add_server_arguments, start_from_args
 from harness.errors import UsageError
+from launchers import Mode
 
 # The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
 # the default to keep three repetitions of 20 s cells inside the time budget; add it
@@ -59,7 +60,9 @@ CAVEATS = (
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("reproduce", help="run the continuous vs static vs naive sweep and write the report")
     parser.add_argument(
-        "--workloads", default=",".join(CPU_WORKLOADS), help="comma-separated workload files or names (default: the CPU sweep)"
+        "--workloads",
+        default=",".join(CPU_WORKLOADS),
+        help="comma-separated workload files or names (default: the CPU sweep)",
     )
     parser.add_argument(
         "--repetitions",
@@ -70,7 +73,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"smoke run: 1 repetition of {QUICK_REQUESTS} requests per workload; the report says it is not a measurement",
+        help=f"smoke run: 1 repetition of {QUICK_REQUESTS} requests per workload;"
+        " the report says it is not a measurement",
     )
     parser.add_argument("--out", type=Path, help="report directory (default: reports/<date>-<host>)")
     parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
@@ -100,12 +104,14 @@ def run(args: argparse.Namespace) -> int:
     runs_dir = out / "runs"
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
-    def target_for(mode: str, endpoint: str | None, stack: contextlib.ExitStack) -> SweepTarget:
+    def target_for(mode: Mode, endpoint: str | None, stack: contextlib.ExitStack) -> SweepTarget:
         server_info, url = None, endpoint
         if endpoint is None:
             server = stack.enter_context(start_from_args(args, mode, log_dir=out / "servers" / mode, progress=say))
             url, server_info = server.base_url, asdict(server.info)
-        info = probe_endpoint(url, {}, None if endpoint else args.model)
+        assert url is not None, "the endpoint given, or the launched server's"
+        # A launched server serves the model it was given; an endpoint must serve the one named.
+        info = probe_endpoint(url, {}, args.model if endpoint else None)
         return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
 
     skipped = []
@@ -122,10 +128,16 @@ def run(args: argparse.Namespace) -> int:
         cells = [SweepCell(system, spec, target) for spec in specs for system, target in systems if target is not None]
         run_dirs = run_cells(cells, runs_dir, repetitions, say)
     say("analysing and rendering the report")
-    report = assemble_report(run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick)
+    # A run with failed requests is this command's own finding: reported (as PARTIAL), then exit 1.
+    report = assemble_report(
+        run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick, allow_partial=True
+    )
     minutes = (time.monotonic() - began) / 60
     say(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
     print(report.paths.html)
+    if report.partial:
+        say(f"{len(report.partial)} runs have failed or missing requests: {report.partial[0]}; exit 1")
+        return 1
     if not report.stable:
         unstable = ", ".join(str(row.level) for row in report.headline if not row.stable) or "no headline"
         say(f"UNSTABLE headline cells ({unstable}): the report says why; exit {EXIT_UNSTABLE}")

@@ -8,17 +8,21 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import cast
 
 from harness.cli.serve import add_server_arguments, start_from_args
+from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from harness.systems import SYSTEMS
-from launchers import MODES
+from launchers import MODES, Mode
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="run one workload with Locust and record every request")
-    parser.add_argument("--workload", required=True, help="workload YAML file or built-in name (e.g. cpu-anyscale-cap128)")
+    parser.add_argument(
+        "--workload", required=True, help="workload YAML file or built-in name (e.g. cpu-anyscale-cap128)"
+    )
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--endpoint", help="base URL of a running OpenAI-compatible server")
     target.add_argument("--launch", help=f"start vLLM in this mode: {', '.join(MODES)}")
@@ -31,8 +35,23 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--tokenizer", help="tokenizer directory for prompts (default: the served model's directory)")
     parser.add_argument("--api-key-env", metavar="NAME", help="send the bearer token held in this environment variable")
     parser.add_argument("--ui", action="store_true", help="also serve Locust's web UI on 127.0.0.1:8089")
-    parser.add_argument("--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan")
+    parser.add_argument(
+        "--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan"
+    )
     parser.add_argument("--telemetry-interval-s", type=float, default=0.25, help="how often to poll /metrics")
+    parser.add_argument(
+        "--stall-timeout-s",
+        type=float,
+        default=DEFAULT_STALL_TIMEOUT_S,
+        help=f"fail a request whose stream pauses this long after it began (default {DEFAULT_STALL_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--first-byte-timeout-s",
+        type=float,
+        default=DEFAULT_FIRST_BYTE_TIMEOUT_S,
+        help=f"fail a request with no byte this long after sending (default {DEFAULT_FIRST_BYTE_TIMEOUT_S:g}; it"
+        " covers queueing in the server, so raise it for bursts that queue longer)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up batches")
     parser.add_argument(
         "--max-users", type=int, default=DEFAULT_MAX_USERS,
@@ -45,25 +64,27 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import RunRequest, execute, require_new_dir
-    from harness.workload import load_spec
+    from harness.driver.work import check_fits
+    from harness.workload import build_plan, load_spec
 
     spec = load_spec(args.workload)
     system = _system(args)
     headers = _headers(args.api_key_env)
-    if args.telemetry_interval_s <= 0:
-        raise UsageError(f"--telemetry-interval-s must be positive, got {args.telemetry_interval_s}")
     # Checked before a server is started, not only when the run begins.
     require_new_dir(args.out)
+    plan = build_plan(spec)
     with contextlib.ExitStack() as stack:
         server_info = None
         if args.launch:
+            launch = cast(Mode, args.launch)  # _system checked it is one of MODES
             server = stack.enter_context(
-                start_from_args(args, args.launch, log_dir=args.out.parent / f".{args.out.name}-server")
+                start_from_args(args, launch, log_dir=args.out.parent / f".{args.out.name}-server")
             )
             base_url, model, server_info = server.base_url, server.served_model, asdict(server.info)
         else:
-            base_url, model = args.endpoint, (args.model if args.model != "tiny" else None)
+            base_url, model = args.endpoint, args.model
         endpoint = probe_endpoint(base_url, headers, model)
+        check_fits(plan, system, args.max_num_seqs, endpoint.max_model_len)
         outcome = execute(
             RunRequest(
                 spec=spec,
@@ -74,20 +95,30 @@ def run(args: argparse.Namespace) -> int:
                 out_dir=args.out,
                 headers=headers,
                 server=server_info,
+                plan=plan,
                 telemetry_interval_s=args.telemetry_interval_s,
+                timeouts=Timeouts(args.first_byte_timeout_s, args.stall_timeout_s),
                 max_users=args.max_users,
                 warmup=not args.no_warmup,
                 ui=args.ui,
             )
         )
+    return exit_code(outcome, args.allow_length_mismatch, args.out)
+
+
+def exit_code(outcome, allow_length_mismatch: bool, out: Path) -> int:
+    """0 when every owed request has one ok row; else 1, with one line saying why."""
     counts = outcome.counts
-    if counts.failed:
-        print(f"batchbench: {counts.failed} of {counts.planned} requests failed (recorded in {args.out})", file=sys.stderr)
+    if outcome.row_problems:
+        print(f"batchbench: rows of {out} do not match its plan: {'; '.join(outcome.row_problems)}", file=sys.stderr)
         return 1
-    if counts.length_mismatch and not args.allow_length_mismatch:
+    tolerated = counts.failures.get("length_mismatch", 0) if allow_length_mismatch else 0
+    if counts.failed > tolerated:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in counts.failures.items())
+        hint = " (--allow-length-mismatch to accept those)" if "length_mismatch" in counts.failures else ""
         print(
-            f"batchbench: {counts.length_mismatch} requests generated a different number of tokens than asked"
-            " (see length_mismatch in records.parquet; --allow-length-mismatch to accept)",
+            f"batchbench: {counts.failed} of {counts.planned - counts.not_due} requests failed: {kinds}{hint}"
+            f" (see error_kind and error in {out / 'records.parquet'})",
             file=sys.stderr,
         )
         return 1

@@ -1,8 +1,9 @@
 """The load driver: Locust users that stream requests and record every token.
 
 Modules: `work` (plan -> work items), `dispatch` (who sends what when), `user` (the
-Locust user), `journal` (crash-safe records), `sse` (stream decoding), `endpoint`
-(checks, token counts, warm-up), `runner` (one run). Nothing is re-exported here on
+Locust user), `journal` (crash-safe records), `sse` (stream decoding), `stream` (one
+stream's tokens and verdict), `outcome` (failure kinds and the row of each request),
+`timeouts`, `endpoint` (checks, token counts, warm-up), `runner` (one run). Nothing is re-exported here on
 purpose: importing `user` or `runner` imports Locust, which monkey-patches the whole
 process for gevent; only the `batchbench` CLI, which patches first, should do that.
 """

@@ -3,6 +3,10 @@
 Open loop: each item is sent at `start + arrival_s`, whoever picks it up. Closed loop:
 items go out as users free up. Naive waves: a wave's items go out together, and the
 next wave only once every request of the previous one has finished.
+
+A run's duration ends only a closed loop (whose plan is a pool larger than the run
+needs): the items it did not reach are `not_due`, and say so. A scheduled item is
+always sent, however late: dropping it would lose a planned request.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ class Dispatcher:
         self._wave_in_flight: dict[int, int] = {}
         self._wave_done = Event()
         self._wave_done.set()
-        self.handed_out = 0
+        self.handed_out: set[int] = set()
         self.completed = 0
+        # Closed-loop items the duration made unnecessary, by request_id.
+        self.not_due: list[int] = []
         if not items:
             self.finished.set()
 
@@ -46,8 +52,10 @@ class Dispatcher:
         """The next item to send (blocking until its wave may start), or None when done."""
         self._opened.wait()
         while True:
-            if not self._pending or self._past_duration():
+            if self._pending and self._past_duration() and self._pending[0].arrival_s is None:
+                self.not_due += [pending.request_id for pending in self._pending]
                 self._pending.clear()
+            if not self._pending:
                 self._check_finished()
                 return None
             item = self._pending[0]
@@ -60,12 +68,15 @@ class Dispatcher:
                 self._wave_done.clear()
                 self._wave_in_flight[item.wave] = self._wave_in_flight.get(item.wave, 0) + 1
             self._in_flight += 1
-            self.handed_out += 1
+            self.handed_out.add(item.request_id)
             return item
 
     def scheduled_s(self, item: WorkItem) -> float | None:
         """Absolute send time the plan asks for (None in a closed loop or for waves)."""
-        return None if item.arrival_s is None else self.start_s + item.arrival_s
+        if item.arrival_s is None:
+            return None
+        assert self.start_s is not None, "scheduled_s before open()"
+        return self.start_s + item.arrival_s
 
     def wait_for_schedule(self, item: WorkItem) -> None:
         """Sleep until the item's planned send time (no-op if it is due or unscheduled)."""
@@ -85,7 +96,10 @@ class Dispatcher:
         self._check_finished()
 
     def _past_duration(self) -> bool:
-        return self.duration_s is not None and time.time() - self.start_s >= self.duration_s
+        if self.duration_s is None:
+            return False
+        assert self.start_s is not None, "next_item waits for open()"
+        return time.time() - self.start_s >= self.duration_s
 
     def _check_finished(self) -> None:
         if not self._pending and self._in_flight == 0:

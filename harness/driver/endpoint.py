@@ -6,10 +6,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, TypeVar
 
 import httpx
+from pydantic import BaseModel, Field, Strict, StrictStr, ValidationError
 
-from harness.errors import UsageError
+from harness.errors import ServerError, UsageError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,22 @@ class EndpointInfo:
     max_model_len: int | None
 
 
+class _ModelEntry(BaseModel):
+    id: StrictStr
+    root: StrictStr | None = None
+    max_model_len: Annotated[int, Strict(), Field(gt=0)] | None = None
+
+
+class _ModelList(BaseModel):
+    """The shape of an OpenAI-compatible /v1/models answer (other fields ignored)."""
+
+    data: list[_ModelEntry]
+
+
+class _TokenCount(BaseModel):
+    count: Annotated[int, Strict(), Field(ge=0)]
+
+
 def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None) -> EndpointInfo:
     """Check the server answers and serves `model` (default: its only model)."""
     url = base_url.rstrip("/")
@@ -34,27 +54,49 @@ def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None) ->
         raise UsageError(f"{url} refused the request (HTTP {response.status_code}): pass a key with --api-key-env")
     if response.status_code != 200:
         raise UsageError(f"{url}/v1/models answered HTTP {response.status_code}: is this an OpenAI-compatible server?")
-    served = {entry["id"]: entry for entry in response.json().get("data", [])}
+    models = _parse(_ModelList, response.content, f"{url}/v1/models")
+    served = {entry.id: entry for entry in models.data}
     if model is None:
         if len(served) != 1:
             raise UsageError(f"{url} serves {sorted(served) or 'no model'}: choose one with --model")
         model = next(iter(served))
     if model not in served:
-        raise UsageError(f"model {model!r} is not served at {url} (served: {', '.join(sorted(served))})")
+        raise UsageError(f"model {model!r} is not served at {url} (served: {', '.join(sorted(served)) or 'none'})")
     entry = served[model]
-    return EndpointInfo(url, model, entry.get("root"), entry.get("max_model_len"))
+    return EndpointInfo(url, model, entry.root, entry.max_model_len)
+
+
+def _parse(shape: type[ModelT], content: bytes, what: str) -> ModelT:
+    """`content` as `shape`, or a UsageError saying in one line what the server sent instead."""
+    try:
+        return shape.model_validate_json(content)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise UsageError(
+            f"{what} answered something else than expected ({field + ': ' if field else ''}{error['msg']}):"
+            f" {content[:60]!r}"
+        ) from exc
 
 
 def server_token_counter(info: EndpointInfo, headers: dict[str, str]) -> Callable[[str], int] | None:
     """A function counting prompt tokens with the server's own /tokenize, or None if absent."""
     client = httpx.Client(base_url=info.base_url, headers=headers, timeout=30)
-    probe = client.post("/tokenize", json={"model": info.model, "prompt": "hello"})
+    try:
+        probe = client.post("/tokenize", json={"model": info.model, "prompt": "hello"})
+    except httpx.HTTPError as exc:
+        client.close()
+        raise ServerError(f"{info.base_url}/tokenize: {type(exc).__name__}: {exc}") from exc
     if probe.status_code != 200:
         client.close()
         return None
 
     def count(text: str) -> int:
-        return client.post("/tokenize", json={"model": info.model, "prompt": text}).json()["count"]
+        try:
+            answer = client.post("/tokenize", json={"model": info.model, "prompt": text})
+        except httpx.HTTPError as exc:
+            raise ServerError(f"{info.base_url}/tokenize: {type(exc).__name__}: {exc}") from exc
+        return _parse(_TokenCount, answer.content, f"{info.base_url}/tokenize").count
 
     return count
 
@@ -75,14 +117,37 @@ def load_tokenizer(source: str | None, info: EndpointInfo):
         raise UsageError(f"cannot load a tokenizer from {candidate}: {exc}".splitlines()[0]) from exc
 
 
-def warm_up(info: EndpointInfo, headers: dict[str, str], batch: int, prompt: str, rounds: int = 2) -> None:
-    """Send `rounds` full batches of short requests, so new batch shapes compile before measuring."""
+def warm_up(
+    info: EndpointInfo, headers: dict[str, str], batch: int, prompt: str, timeout_s: float, rounds: int = 2
+) -> None:
+    """Send `rounds` full batches of short requests, so new batch shapes compile before measuring.
+
+    ServerError (one line) when any of them fails: a run measured after a failed
+    warm-up would measure compilation, or a broken server.
+    """
     import gevent
     from gevent.pool import Pool
 
     body = {"model": info.model, "prompt": prompt, "max_tokens": 8, "min_tokens": 8, "ignore_eos": True}
-    with httpx.Client(base_url=info.base_url, headers=headers, timeout=300) as client:
+    with httpx.Client(base_url=info.base_url, headers=headers, timeout=timeout_s) as client:
         for _ in range(rounds):
             pool = Pool(batch)
-            jobs = [pool.spawn(client.post, "/v1/completions", json=body) for _ in range(batch)]
+            jobs = [pool.spawn(_warm_up_request, client, body) for _ in range(batch)]
             gevent.joinall(jobs)
+            problems = [job.value for job in jobs if job.value]
+            if problems:
+                raise ServerError(
+                    f"warm-up: {len(problems)} of {batch} requests to {info.base_url} failed: {problems[0]}"
+                )
+
+
+def _warm_up_request(client: httpx.Client, body: dict) -> str | None:
+    """One warm-up request; what went wrong, as one line, or None. Never raises: a greenlet
+    that raised would print its traceback, one per request."""
+    try:
+        response = client.post("/v1/completions", json=body)
+    except Exception as exc:  # noqa: BLE001 - reported as the warm-up's one line
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+    if response.status_code != 200:
+        return f"HTTP {response.status_code}: {' '.join(response.text.split())}"[:300]
+    return None

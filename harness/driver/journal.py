@@ -36,10 +36,13 @@ class RunJournal:
         self._last_flush = time.monotonic()
         self.records_path = run_dir / RECORDS_JOURNAL
         self.tokens_path = run_dir / TOKENS_JOURNAL
+        # Request ids with a row, so the runner can answer for the rest.
+        self.recorded: set[int] = set()
 
     def add(self, record: dict[str, Any], token_times: list[float]) -> None:
         """Record one finished request and its per-token arrival times."""
         with self._lock:
+            self.recorded.add(record["request_id"])
             self._records.append(json.dumps(record))
             self._tokens.append(json.dumps({"request_id": record["request_id"], "t": token_times}))
         if time.monotonic() - self._last_flush >= self.flush_interval_s:
@@ -61,7 +64,7 @@ class RunJournal:
         """Write records.parquet and tokens.parquet from the journals; return row counts."""
         self.flush()
         records = read_journal(self.records_path)
-        token_rows = {"request_id": [], "token_index": [], "t_s": []}
+        token_rows: dict[str, list[Any]] = {"request_id": [], "token_index": [], "t_s": []}
         for entry in read_journal(self.tokens_path):
             times = entry["t"]
             token_rows["request_id"] += [entry["request_id"]] * len(times)

@@ -25,18 +25,21 @@ from locust.env import Environment
 from locust.html import get_html_report
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
+from harness.accounting import row_problems
 from harness.driver.client_health import ClientMonitor
 from harness.driver.dispatch import Dispatcher
 from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
 from harness.driver.journal import RunJournal
+from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
 from harness.driver.steps import StepLogCursor
+from harness.driver.timeouts import CONNECT_TIMEOUT_S, Timeouts
 from harness.driver.user import DriverContext, make_user_class
-from harness.driver.work import DEFAULT_MAX_USERS, build_work, user_count
+from harness.driver.work import DEFAULT_MAX_USERS, build_work, check_fits, user_count
 from harness.errors import UsageError
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
 from harness.records import MANIFEST_FILE, PLAN_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
 from harness.telemetry import TelemetrySampler
-from harness.workload import WorkloadSpec, build_plan, make_prompts
+from harness.workload import RequestPlan, WorkloadSpec, build_plan, make_prompts
 
 # Spawning every user at once is what an open-loop burst needs; Locust warns about it.
 logging.getLogger("locust.runners").setLevel(logging.ERROR)
@@ -57,7 +60,10 @@ class RunRequest:
     out_dir: Path
     headers: dict[str, str] = field(default_factory=dict)
     server: dict[str, Any] | None = None
+    # Built and checked by the caller before any heavy work; else built from `spec` here.
+    plan: RequestPlan | None = None
     telemetry_interval_s: float = 0.25
+    timeouts: Timeouts = field(default_factory=Timeouts)
     max_users: int = DEFAULT_MAX_USERS
     warmup: bool = True
     ui: bool = False
@@ -73,6 +79,8 @@ class RunOutcome:
     counts: RunCounts
     duration_s: float
     output_tokens_per_s: float
+    # What is wrong with the rows against the plan (harness.accounting); empty when they match.
+    row_problems: list[str] = field(default_factory=list)
 
 
 def require_new_dir(directory: Path, what: str = "output directory") -> None:
@@ -112,12 +120,17 @@ def _allow_open_files(users: int) -> None:
 def execute(request: RunRequest) -> RunOutcome:
     """Run the workload against the endpoint and write the run directory."""
     say = request.progress
-    plan = build_plan(request.spec)
+    plan = request.plan or build_plan(request.spec)
+    check_fits(plan, request.system, request.batch_size, request.endpoint.max_model_len)
     say(f"building {len(plan.requests)} prompts of exact token length")
     prompts = make_prompts(plan, request.tokenizer)
     if request.spec.endpoint == "completions":
         _check_with_server(plan, prompts, request)
     items = build_work(plan, prompts, request.system, request.batch_size)
+    # Before anything is written: a run whose warm-up fails leaves nothing behind.
+    if request.warmup:
+        say(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
+        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.timeouts.stall_s)
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
 
@@ -142,10 +155,6 @@ def execute(request: RunRequest) -> RunOutcome:
     )
     write_manifest(manifest, request.out_dir)
 
-    if request.warmup:
-        say(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
-        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0])
-
     dispatcher = Dispatcher(items, duration_s=plan.duration_s)
     journal = RunJournal(request.out_dir)
     users = user_count(plan, request.system, request.batch_size, request.max_users)
@@ -153,11 +162,15 @@ def execute(request: RunRequest) -> RunOutcome:
     client = httpx.Client(
         base_url=request.endpoint.base_url,
         headers=request.headers,
-        # Long generations on a slow server may stream for minutes; connecting may not.
-        timeout=httpx.Timeout(600.0, connect=30.0),
+        # The read timeout bounds the wait for a first byte; the users bound later pauses.
+        timeout=httpx.Timeout(
+            request.timeouts.first_byte_s, connect=min(CONNECT_TIMEOUT_S, request.timeouts.first_byte_s)
+        ),
         limits=httpx.Limits(max_connections=users + 8, max_keepalive_connections=users + 8),
     )
-    context = DriverContext(dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag)
+    context = DriverContext(
+        dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag, request.timeouts
+    )
     step_log = (request.server or {}).get("step_log")
     steps = StepLogCursor(Path(step_log)) if step_log else None
     environment = Environment(user_classes=[make_user_class(context)], host=request.endpoint.base_url)
@@ -193,6 +206,7 @@ def execute(request: RunRequest) -> RunOutcome:
     samples = sampler.stop()
     manifest.client_health = monitor.stop()
 
+    unanswered = _answer_for_the_rest(items, dispatcher, journal, context.worker)
     records_written, _ = journal.finalize()
     pq.write_table(pa.Table.from_pylist(sampler.as_rows(), schema=TELEMETRY_SCHEMA), request.out_dir / TELEMETRY_FILE)
     _write_locust_outputs(environment, request.out_dir)
@@ -201,25 +215,58 @@ def execute(request: RunRequest) -> RunOutcome:
         finished = sum(1 for r in records if r["ok"])
         pq.write_table(steps.read_run(run_tag, finished), request.out_dir / STEPS_FILE)
         manifest.engine_steps = True
+    failures: dict[str, int] = {}
+    for row in records:
+        if not row["ok"]:
+            failures[row["error_kind"]] = failures.get(row["error_kind"], 0) + 1
     counts = RunCounts(
         planned=len(items),
-        sent=records_written,
+        not_due=len(dispatcher.not_due),
+        sent=context.sent,
         ok=sum(r["ok"] for r in records),
         failed=sum(not r["ok"] for r in records),
         length_mismatch=sum(r["length_mismatch"] for r in records),
+        unanswered=unanswered,
+        failures=dict(sorted(failures.items())),
     )
+    problems = row_problems((r["request_id"] for r in records), counts.planned, counts.not_due)
     manifest.ended_at, manifest.counts, manifest.complete = ended, counts, not interrupted
     write_manifest(manifest, request.out_dir)
     if interrupted:
-        say(f"interrupted: kept {records_written} finished requests in {request.out_dir} (marked incomplete)")
+        say(
+            f"interrupted: kept {records_written - unanswered} finished requests in {request.out_dir}"
+            " (marked incomplete)"
+        )
         raise KeyboardInterrupt
     duration = ended - started
     rate = context.generated_tokens / duration if duration > 0 else 0.0
+    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.failures.items())
     say(
-        f"done: {counts.ok}/{counts.planned} ok, {counts.failed} failed, {counts.length_mismatch} length mismatches,"
+        f"done: {counts.ok}/{counts.planned - counts.not_due} ok,"
+        f" {counts.failed} failed{f' ({kinds})' if kinds else ''},"
         f" {rate:.0f} generated tok/s over {duration:.1f} s, {len(samples)} telemetry samples -> {request.out_dir}"
     )
-    return RunOutcome(request.out_dir, counts, duration, rate)
+    return RunOutcome(request.out_dir, counts, duration, rate, problems)
+
+
+def _answer_for_the_rest(items, dispatcher: Dispatcher, journal: RunJournal, worker: str) -> int:
+    """Write a failed row for every owed request no load user recorded; return how many.
+
+    After an interruption these are the requests never sent and those cut off in flight;
+    in a run that ended normally, any here means a load user died without its row.
+    """
+    not_due = set(dispatcher.not_due)
+    written = 0
+    for item in items:
+        if item.request_id in not_due or item.request_id in journal.recorded:
+            continue
+        if item.request_id in dispatcher.handed_out:
+            failure = Failure(LOST, "handed to a load user, which recorded no outcome (interrupted in flight?)")
+        else:
+            failure = Failure(NOT_SENT, "the run stopped before it was sent")
+        journal.add(unanswered_row(item, worker, failure), [])
+        written += 1
+    return written
 
 
 def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:
@@ -228,7 +275,9 @@ def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:
     if counter is None:
         request.progress("server has no /tokenize: prompt lengths rest on the local tokenizer alone")
         return
-    for planned, prompt in list(zip(plan.requests, prompts))[:VERIFIED_PROMPTS]:
+    # Not strict: only the first few are compared, and build_work, next, refuses a count
+    # mismatch with a message naming both counts.
+    for planned, prompt in list(zip(plan.requests, prompts, strict=False))[:VERIFIED_PROMPTS]:
         counted = counter(prompt)
         if counted != planned.prompt_tokens:
             raise UsageError(

@@ -1,8 +1,9 @@
 """Incremental decoding of an OpenAI-style server-sent-event stream.
 
 Bytes arrive in arbitrary pieces (a TCP read may hold half an event, or several);
-the decoder returns each complete `data:` payload parsed as JSON, as soon as its
-terminating blank line has arrived.
+the decoder returns each complete `data:` payload as soon as its terminating blank
+line has arrived: as raw bytes (`feed_payloads`, validated by the caller) or parsed
+as JSON (`feed`, `feed_line`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-DONE = "[DONE]"
+DONE = b"[DONE]"
 
 
 class SSEDecoder:
-    """Feed raw bytes, get back the JSON payloads of the events completed so far."""
+    """Feed raw bytes, get back the payloads of the events completed so far."""
 
     def __init__(self) -> None:
         self._buffer = b""
@@ -33,24 +34,29 @@ class SSEDecoder:
         if line or not self._data:
             return None
         payload, self._data = b"\n".join(self._data), []
-        if payload == b"[DONE]":
+        if payload == DONE:
             self.done = True
             return None
         return json.loads(payload)
 
-    def feed(self, data: bytes) -> list[dict[str, Any]]:
-        """Add bytes; return the events they complete (the `[DONE]` sentinel sets `done`)."""
+    def feed_payloads(self, data: bytes) -> list[bytes]:
+        """Add bytes; return the raw `data:` payloads they complete (`[DONE]` sets `done`).
+
+        Bytes, not text: a payload that is not UTF-8 is the caller's to reject as such.
+        """
         self._buffer += data.replace(b"\r\n", b"\n")
-        events: list[dict[str, Any]] = []
+        payloads: list[bytes] = []
         while b"\n\n" in self._buffer:
             raw, self._buffer = self._buffer.split(b"\n\n", 1)
-            payload = "\n".join(
-                line[5:].lstrip() for line in raw.decode("utf-8").split("\n") if line.startswith("data:")
-            )
+            payload = b"\n".join(line[5:].lstrip() for line in raw.split(b"\n") if line.startswith(b"data:"))
             if not payload:
                 continue
             if payload == DONE:
                 self.done = True
                 continue
-            events.append(json.loads(payload))
-        return events
+            payloads.append(payload)
+        return payloads
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        """Add bytes; return the events they complete, parsed as JSON."""
+        return [json.loads(payload) for payload in self.feed_payloads(data)]

@@ -6,20 +6,25 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import gevent
 import httpx
 from locust import User, constant, task
 from locust.exception import StopUser
 
 from harness.driver.dispatch import Dispatcher
 from harness.driver.journal import RunJournal
-from harness.driver.sse import SSEDecoder
+from harness.driver.outcome import CLIENT_ERROR, CONNECTION, HTTP_STATUS, STALL, Failure, Timing, record_row
 from harness.driver.steps import request_tag
+from harness.driver.stream import StreamFault, StreamReader
+from harness.driver.timeouts import Timeouts
 from harness.driver.work import WorkItem
 
+if TYPE_CHECKING:  # only in gevent's stubs, not at run time
+    from gevent._types import _TimerWatcher
+
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-ERROR_TEXT_LIMIT = 300
 
 
 @dataclass
@@ -34,8 +39,11 @@ class DriverContext:
     endpoint: str
     # Inside every X-Request-Id, so the engine's step log can be matched to the plan.
     run_tag: str = ""
+    # `client`'s read timeout is `timeouts.first_byte_s`; the user enforces `stall_s`.
+    timeouts: Timeouts = field(default_factory=Timeouts)
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     generated_tokens: int = 0
+    sent: int = 0
     failed: int = 0
 
 
@@ -48,6 +56,8 @@ def request_body(item: WorkItem, model: str, endpoint: str) -> dict[str, Any]:
         "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        # vLLM then sends each chunk's token ids: the count of what arrived (harness.driver.stream).
+        "return_token_ids": True,
     }
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": item.prompt}]
@@ -64,6 +74,9 @@ class StreamingUser(User):
     unread in the sockets' receive queues while its hub sat idle, so up to 63 of 64
     requests got every token in one burst at the end (TTFT = E2E); httpx on the same
     greenlets read them as they came (see README, "Why not FastHttpUser").
+
+    Whatever the server sends, every item handed out ends as one journal row: any
+    exception while sending or reading becomes a failed row with its kind and reason.
     """
 
     abstract = True
@@ -81,17 +94,17 @@ class StreamingUser(User):
             record, token_times = self._send(item)
         finally:
             ctx.dispatcher.done(item)
-        ctx.generated_tokens += max(record["completion_tokens"], 0)
+        ctx.generated_tokens += record["completion_tokens"]
         ctx.failed += not record["ok"]
         ctx.journal.add(record, token_times)
 
     def _send(self, item: WorkItem) -> tuple[dict[str, Any], list[float]]:
         ctx = self.context_
         scheduled = ctx.dispatcher.scheduled_s(item)
-        usage: dict[str, int] = {}
-        token_times: list[float] = []
-        status, error = 0, ""
+        reader = StreamReader()
+        status, failure = 0, None
         sent = time.time()
+        ctx.sent += 1
         try:
             with ctx.client.stream(
                 "POST",
@@ -100,40 +113,36 @@ class StreamingUser(User):
                 headers={"X-Request-Id": request_tag(ctx.run_tag, item.request_id)},
             ) as response:
                 status = response.status_code
-                if status == 200:
-                    if not _stream(response, usage, token_times):
-                        error = "stream ended without [DONE]"
+                if status != 200:
+                    failure = Failure(HTTP_STATUS, f"HTTP {status}: {response.read().decode(errors='replace')}")
                 else:
-                    error = f"HTTP {status}: {response.read().decode(errors='replace').strip()}"
-        except httpx.HTTPError as exc:  # connection refused, reset, timeout: a server fault, recorded
-            error = f"{type(exc).__name__}: {exc}"
+                    _read_stream(response, reader, ctx.timeouts.stall_s)
+        except StreamFault as fault:
+            failure = fault.failure
+        except _Stalled:
+            failure = Failure(STALL, f"no byte for {ctx.timeouts.stall_s:g} s after {reader.arrived} tokens")
+        except httpx.ReadTimeout:
+            failure = Failure(
+                STALL, f"no byte within {ctx.timeouts.first_byte_s:g} s of sending (queued, or a hung server)"
+            )
+        except httpx.HTTPError as exc:  # refused, reset, closed mid-body: a server fault, recorded
+            failure = Failure(CONNECTION, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - whatever else breaks, the request still gets its row
+            failure = Failure(CLIENT_ERROR, f"{type(exc).__name__}: {exc}")
         end = time.time()
-        error = error[:ERROR_TEXT_LIMIT]
-        self._fire("E2E", end - sent, error)
-        if token_times:
-            self._fire("TTFT", token_times[0] - sent, "")
-        completion = usage.get("completion_tokens", len(token_times) if token_times else -1)
-        ok = status == 200 and not error
-        record = {
-            "request_id": item.request_id,
-            "worker": ctx.worker,
-            "planned_prompt_tokens": item.planned_prompt_tokens,
-            "planned_output_tokens": item.planned_output_tokens,
-            "requested_output_tokens": item.requested_output_tokens,
-            "wave": item.wave,
-            "scheduled_s": float("nan") if scheduled is None else scheduled,
-            "sent_s": sent,
-            "lateness_s": float("nan") if scheduled is None else sent - scheduled,
-            "first_token_s": token_times[0] if token_times else float("nan"),
-            "end_s": end,
-            "prompt_tokens": usage.get("prompt_tokens", -1),
-            "completion_tokens": completion,
-            "status": status,
-            "error": error,
-            "ok": ok,
-            "length_mismatch": ok and completion != item.requested_output_tokens,
-        }
-        return record, token_times
+        if failure is None:
+            failure = reader.verdict(item.requested_output_tokens)
+        self._fire("E2E", end - sent, failure.line() if failure else "")
+        if reader.token_times:
+            self._fire("TTFT", reader.token_times[0] - sent, "")
+        timing = Timing(
+            scheduled_s=float("nan") if scheduled is None else scheduled,
+            sent_s=sent,
+            first_token_s=reader.token_times[0] if reader.token_times else float("nan"),
+            end_s=end,
+        )
+        usage = (reader.usage_prompt, reader.usage_completion)
+        return record_row(item, ctx.worker, timing, status, reader.arrived, usage, failure), reader.token_times
 
     def _fire(self, name: str, seconds: float, error: str) -> None:
         """Report to Locust's own stats, UI, CSV and HTML (ours keep the raw rows)."""
@@ -147,33 +156,62 @@ class StreamingUser(User):
         )
 
 
-def _stream(response: httpx.Response, usage: dict[str, int], token_times: list[float]) -> bool:
-    """Read SSE as bytes arrive; one timestamp per generated token; True if [DONE] came.
+class _Stalled(Exception):
+    """No byte for the stall timeout in a stream that had begun."""
 
-    A chunk whose usage says k more tokens were generated (the server coalesced them)
-    gives k timestamps at its arrival time.
+
+def _read_stream(response: httpx.Response, reader: StreamReader, stall_s: float) -> None:
+    """Feed the body to `reader` as it arrives, failing with _Stalled on a pause of `stall_s`.
+
+    The first byte's wait is left to the client's read timeout: a request queued in the
+    server gets nothing until admitted. httpx fixes a body's read timeout when the body
+    starts, so the shorter bound after it is a watch of our own.
     """
-    decoder = SSEDecoder()
-    seen = 0
-    for chunk in response.iter_raw():
-        now = time.time()
-        for event in decoder.feed(chunk):
-            event_usage = event.get("usage") or {}
-            counted = event_usage.get("completion_tokens")
-            if counted is None:
-                # No usage stats (not vLLM?): count one token per content chunk.
-                counted = seen + bool(_chunk_text(event))
-            if counted > seen:
-                token_times.extend([now] * (counted - seen))
-                seen = counted
-            usage.update({k: v for k, v in event_usage.items() if isinstance(v, int)})
-    return decoder.done
+    watch: _StallWatch | None = None
+    try:
+        for chunk in response.iter_raw():
+            now = time.time()
+            if watch is None:
+                watch = _StallWatch(stall_s, now)
+            watch.last = now
+            reader.feed(chunk, now)
+    finally:
+        if watch is not None:
+            watch.stop()
 
 
-def _chunk_text(event: dict[str, Any]) -> str:
-    choices = event.get("choices") or [{}]
-    choice = choices[0]
-    return choice.get("text") or (choice.get("delta") or {}).get("content") or ""
+class _StallWatch:
+    """Throws _Stalled into the reading greenlet once no chunk came for `stall_s`.
+
+    Per chunk it costs one assignment (`last`): its timer wakes once per `stall_s` and
+    re-arms for the time left. A gevent.Timeout restarted per chunk cost ~5 us a chunk,
+    and cancel-then-start of one Timeout did not move its deadline (gevent 26, libev).
+    """
+
+    def __init__(self, stall_s: float, now: float) -> None:
+        self.stall_s = stall_s
+        self.last = now
+        self._greenlet = gevent.getcurrent()
+        self._timer: _TimerWatcher | None = None
+        self._arm(stall_s)
+
+    def _arm(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.close()
+        self._timer = gevent.get_hub().loop.timer(delay)
+        self._timer.start(self._check)
+
+    def _check(self) -> None:
+        idle = time.time() - self.last
+        if idle >= self.stall_s:
+            self._greenlet.throw(_Stalled())
+        else:
+            self._arm(self.stall_s - idle)
+
+    def stop(self) -> None:
+        """Stop watching (the stream ended, one way or another)."""
+        assert self._timer is not None, "armed in __init__"
+        self._timer.close()
 
 
 def make_user_class(context: DriverContext) -> type[StreamingUser]:

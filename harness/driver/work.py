@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from harness.errors import UsageError
+
 if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_USERS; it should not pay for the workload stack
     from harness.workload.plan import RequestPlan
 
@@ -42,27 +44,47 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
     """
     if len(prompts) != len(plan.requests):
         raise ValueError(f"{len(prompts)} prompts for {len(plan.requests)} planned requests")
+    requested = requested_outputs(plan, system, batch_size)
     items = []
-    for request, prompt in zip(plan.requests, prompts):
-        if system == "naive":
-            wave = request.index // batch_size
-            members = plan.requests[wave * batch_size : (wave + 1) * batch_size]
-            requested = max(member.output_tokens for member in members)
-            arrival = None
-        else:
-            wave, requested, arrival = NO_WAVE, request.output_tokens, request.arrival_s
+    for request, prompt, asked in zip(plan.requests, prompts, requested, strict=True):
+        naive = system == "naive"
         items.append(
             WorkItem(
                 request_id=request.index,
                 prompt=prompt,
                 planned_prompt_tokens=request.prompt_tokens,
                 planned_output_tokens=request.output_tokens,
-                requested_output_tokens=requested,
-                wave=wave,
-                arrival_s=arrival,
+                requested_output_tokens=asked,
+                wave=request.index // batch_size if naive else NO_WAVE,
+                arrival_s=None if naive else request.arrival_s,
             )
         )
     return items
+
+
+def requested_outputs(plan: RequestPlan, system: str, batch_size: int) -> list[int]:
+    """The tokens each request asks for: its planned output, or its naive wave's longest."""
+    outputs = [request.output_tokens for request in plan.requests]
+    if system != "naive":
+        return outputs
+    return [max(outputs[i - i % batch_size : i - i % batch_size + batch_size]) for i in range(len(outputs))]
+
+
+def longest_requests(plan: RequestPlan, system: str, batch_size: int) -> list[int]:
+    """Each request's prompt plus the tokens it will ask for."""
+    asked = requested_outputs(plan, system, batch_size)
+    return [request.prompt_tokens + tokens for request, tokens in zip(plan.requests, asked, strict=True)]
+
+
+def check_fits(plan: RequestPlan, system: str, batch_size: int, max_model_len: int | None) -> None:
+    """Refuse a plan whose longest request (prompt + tokens asked for) exceeds the server's context."""
+    if max_model_len is None:
+        return
+    longest = max(longest_requests(plan, system, batch_size), default=0)
+    if longest > max_model_len:
+        raise UsageError(
+            f"a request of {longest} tokens (prompt + output) exceeds the server's max_model_len {max_model_len}"
+        )
 
 
 def user_count(plan: RequestPlan, system: str, batch_size: int, max_users: int) -> int:

@@ -26,7 +26,7 @@ from harness.analysis.rundir import load_run
 from harness.analysis.step_predict import predict_held_out, server_models
 from harness.errors import UsageError
 from harness.manifest import RunManifest
-from harness.report.document import Block
+from harness.report.document import Block, Bullets, Paragraph
 from harness.report.facts import ReportExtras, ReportRun, gather_facts
 from harness.report.headline import cell_blocks, headline_blocks, headline_summary
 from harness.report.render import ReportPaths, render_report
@@ -38,11 +38,16 @@ def assemble_report(
     out_dir: Path,
     caveats: Sequence[str] = (),
     smoke: bool = False,
+    allow_partial: bool = False,
 ) -> AssembledReport:
-    """Analyse `run_dirs` and write the report into `out_dir`."""
+    """Analyse `run_dirs` and write the report into `out_dir`.
+
+    A run that does not answer for its plan is refused (UsageError) unless
+    `allow_partial`; then the report's first line says PARTIAL and its lead says why.
+    """
     if not run_dirs:
         raise UsageError("no run directories to analyse")
-    runs = [load_run(directory) for directory in run_dirs]
+    runs = [load_run(directory, allow_partial) for directory in run_dirs]
     predictions = predict_held_out(runs)
     assessed = []
     for data in runs:
@@ -67,7 +72,12 @@ def assemble_report(
             f"Predicted in sample (no other cell on the same server to fit on): {', '.join(in_sample)}. Agreement"
             " there proves less."
         )
-    extras = ReportExtras(caveats=notes, step_models=[StepModelSummary.of(m) for m in server_models(runs)])
+    partial = [f"{run.data.path.name}: {'; '.join(run.data.partial)}" for run in assessed if run.data.partial]
+    extras = ReportExtras(
+        title=(PARTIAL_TITLE if partial else ReportExtras().title),
+        caveats=notes,
+        step_models=[StepModelSummary.of(m) for m in server_models(runs)],
+    )
     blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.reasons)})" for row in rows if not row.stable]
     if smoke:
         blocked.insert(0, "a smoke run (--quick) is not a measurement")
@@ -76,13 +86,28 @@ def assemble_report(
         gap_table([run.entry for run in chosen]),
         out_dir,
         extras,
-        lead=headline_blocks(rows, smoke),
+        lead=[*partial_blocks(partial), *headline_blocks(rows, smoke)],
         details=cell_blocks(cells),
         blocked=blocked,
-        summary_extra=headline_summary(rows, cells, smoke),
+        summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial},
         measured=[run.data.manifest for run in assessed],
     )
-    return AssembledReport(paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows)
+    return AssembledReport(
+        paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows, partial=partial
+    )
+
+
+PARTIAL_TITLE = "PARTIAL: some runs do not answer for their plan (continuous vs static batching)"
+
+
+def partial_blocks(partial: Sequence[str]) -> list[Block]:
+    """Which runs are partial and why, right under the title."""
+    if not partial:
+        return []
+    return [
+        Paragraph("**Partial report (--allow-partial): these runs lack rows or hold failed requests.**"),
+        Bullets(tuple(partial)),
+    ]
 
 
 def write_report(
@@ -115,3 +140,5 @@ class AssembledReport:
     paths: ReportPaths
     stable: bool
     headline: list[HeadlineRow]
+    # One line per run that does not answer for its plan; empty for a whole report.
+    partial: list[str]

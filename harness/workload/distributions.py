@@ -22,13 +22,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PositiveFloat,
-    PositiveInt,
     PrivateAttr,
+    Strict,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+
+from harness.workload.limits import PositiveFinite, TokenMean, Tokens
 
 Order = Literal["sample", "cycle"]
 
@@ -49,7 +50,7 @@ class FixedLength(_Distribution):
     """Every request gets the same length."""
 
     kind: Literal["fixed"] = Field("fixed", description="Distribution tag.")
-    value: PositiveInt = Field(description="The length, in tokens.")
+    value: Tokens = Field(description="The length, in tokens.")
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Return `n` copies of `value` (consumes nothing from `rng`)."""
@@ -60,8 +61,8 @@ class UniformLength(_Distribution):
     """Integers uniform on [round(mean*(1-spread)), round(mean*(1+spread))], both ends included."""
 
     kind: Literal["uniform"] = Field("uniform", description="Distribution tag.")
-    mean: float = Field(gt=0, description="Centre of the range, in tokens.")
-    spread: float = Field(
+    mean: TokenMean = Field(description="Centre of the range, in tokens.")
+    spread: Annotated[float, Strict()] = Field(
         ge=0, lt=1, description="Half-width of the range as a fraction of the mean."
     )
 
@@ -99,9 +100,9 @@ class ExponentialLength(_Distribution):
     """
 
     kind: Literal["exponential"] = Field("exponential", description="Distribution tag.")
-    mean: float = Field(gt=0, description="Mean of the exponential before rejection, in tokens.")
-    min: PositiveInt = Field(1, description="Smallest accepted length; smaller draws are re-drawn.")
-    cap: PositiveInt = Field(description="Largest accepted length; larger draws are re-drawn.")
+    mean: TokenMean = Field(description="Mean of the exponential before rejection, in tokens.")
+    min: Tokens = Field(1, description="Smallest accepted length; smaller draws are re-drawn.")
+    cap: Tokens = Field(description="Largest accepted length; larger draws are re-drawn.")
 
     @field_validator("cap")
     @classmethod
@@ -129,10 +130,10 @@ class NormalLength(_Distribution):
     """Normal(mean, std) rounded to an integer, re-drawn until it lies in [min, max]."""
 
     kind: Literal["normal"] = Field("normal", description="Distribution tag.")
-    mean: float = Field(gt=0, description="Mean before rejection, in tokens.")
-    std: float = Field(gt=0, description="Standard deviation before rejection, in tokens.")
-    min: PositiveInt = Field(1, description="Smallest accepted length; smaller draws are re-drawn.")
-    max: PositiveInt = Field(description="Largest accepted length; larger draws are re-drawn.")
+    mean: TokenMean = Field(description="Mean before rejection, in tokens.")
+    std: TokenMean = Field(description="Standard deviation before rejection, in tokens.")
+    min: Tokens = Field(1, description="Smallest accepted length; smaller draws are re-drawn.")
+    max: Tokens = Field(description="Largest accepted length; larger draws are re-drawn.")
 
     @field_validator("max")
     @classmethod
@@ -160,12 +161,12 @@ class ChoiceLength(_Distribution):
     """Lengths picked from a list: at random (optionally weighted), or cycled in order."""
 
     kind: Literal["choice"] = Field("choice", description="Distribution tag.")
-    values: tuple[PositiveInt, ...] = Field(min_length=1, description="The lengths to pick from.")
+    values: tuple[Tokens, ...] = Field(min_length=1, description="The lengths to pick from.")
     order: Order = Field(
         "sample",
         description='"sample": independent random picks; "cycle": the values in order, repeating.',
     )
-    weights: tuple[PositiveFloat, ...] | None = Field(
+    weights: tuple[PositiveFinite, ...] | None = Field(
         None,
         description="Relative pick weights, one per value, positive; normalised to sum 1."
         " Only with order: sample. Default: equal weights.",
@@ -192,7 +193,9 @@ class ChoiceLength(_Distribution):
         values = np.asarray(self.values, dtype=np.int64)
         if self.order == "cycle":
             return np.resize(values, n)
-        p = None if self.weights is None else np.asarray(self.weights) / sum(self.weights)
+        # Scaled by the largest first: weights near the float limit would sum to inf.
+        scaled = None if self.weights is None else np.asarray(self.weights) / max(self.weights)
+        p = None if scaled is None else scaled / scaled.sum()
         return rng.choice(values, size=n, p=p)
 
 

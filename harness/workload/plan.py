@@ -29,6 +29,7 @@ from pydantic import (
 
 from harness.errors import UsageError
 from harness.validation import describe_validation_error
+from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
 from harness.workload.spec import PoissonArrival, WorkloadSpec
 
 # Child streams of SeedSequence(spec.seed); prompt text uses the next key (see prompts.py).
@@ -124,7 +125,12 @@ class RequestPlan(_Frozen):
 
 
 def build_plan(spec: WorkloadSpec) -> RequestPlan:
-    """Expand `spec` into its request plan; the same spec always gives the same plan."""
+    """Expand `spec` into its request plan; the same spec always gives the same plan.
+
+    Raises UsageError, before drawing anything, for a spec whose plan is too large to
+    hold or whose sends lie too far out (harness.workload.limits).
+    """
+    _check_size(spec)
     streams = np.random.SeedSequence(spec.seed).spawn(3)
     arrivals = _arrival_times(spec, np.random.default_rng(streams[ARRIVAL_STREAM]))
     count = len(arrivals)
@@ -144,6 +150,29 @@ def build_plan(spec: WorkloadSpec) -> RequestPlan:
             for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals, strict=True))
         ),
     )
+
+
+def _check_size(spec: WorkloadSpec) -> None:
+    arrival = spec.arrival
+    if arrival.kind == "closed" and spec.duration_s is not None:
+        count = arrival.users * math.ceil(spec.duration_s) * CLOSED_LOOP_REQUESTS_PER_USER_SECOND
+        if count > MAX_REQUESTS:
+            raise UsageError(
+                f"{spec.name}: users x duration_s plans {count:.3g} requests, more than {MAX_REQUESTS:,}:"
+                " shorten the run or use fewer users"
+            )
+    if arrival.kind != "poisson":
+        return
+    if spec.duration_s is not None and arrival.rate * spec.duration_s > MAX_REQUESTS:
+        raise UsageError(
+            f"{spec.name}: rate x duration_s is {arrival.rate * spec.duration_s:.3g} requests,"
+            f" more than {MAX_REQUESTS:,}"
+        )
+    if spec.num_requests is not None and spec.num_requests / arrival.rate > MAX_DURATION_S:
+        raise UsageError(
+            f"{spec.name}: at rate {arrival.rate:g}/s the last of {spec.num_requests} requests would be due after"
+            f" ~{spec.num_requests / arrival.rate:.3g} s, more than {MAX_DURATION_S:g} s"
+        )
 
 
 def _arrival_times(spec: WorkloadSpec, rng: np.random.Generator) -> list[float | None]:

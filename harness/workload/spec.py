@@ -16,9 +16,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
     ValidationError,
     model_validator,
 )
@@ -27,6 +24,7 @@ import workloads
 from harness.errors import UsageError
 from harness.validation import describe_validation_error
 from harness.workload.distributions import LengthDistribution
+from harness.workload.limits import Count, PositiveFinite, Seconds, Seed
 
 
 class _Frozen(BaseModel):
@@ -37,15 +35,15 @@ class ClosedLoopArrival(_Frozen):
     """A fixed number of users, each sending its next request when the last one ends."""
 
     kind: Literal["closed"] = Field("closed", description="Arrival tag.")
-    users: PositiveInt = Field(description="Concurrent users, i.e. requests in flight.")
+    users: Count = Field(description="Concurrent users, i.e. requests in flight.")
 
 
 class PoissonArrival(_Frozen):
     """Open-loop arrivals with gamma inter-arrival times (burstiness 1 is a Poisson process)."""
 
     kind: Literal["poisson"] = Field("poisson", description="Arrival tag.")
-    rate: PositiveFloat = Field(description="Mean arrival rate, requests per second.")
-    burstiness: PositiveFloat = Field(
+    rate: PositiveFinite = Field(description="Mean arrival rate, requests per second.")
+    burstiness: PositiveFinite = Field(
         1.0,
         description="Gamma shape of the inter-arrival times (mean stays 1/rate; coefficient"
         " of variation is 1/sqrt(burstiness)): 1 is Poisson, < 1 burstier, > 1 more regular.",
@@ -66,11 +64,11 @@ Arrival = Annotated[
 class Slo(_Frozen):
     """Latency targets a request must meet to count towards goodput; unset means no target."""
 
-    ttft_ms: PositiveFloat | None = Field(None, description="Time to first token, milliseconds.")
-    tpot_ms: PositiveFloat | None = Field(
+    ttft_ms: PositiveFinite | None = Field(None, description="Time to first token, milliseconds.")
+    tpot_ms: PositiveFinite | None = Field(
         None, description="Time per output token after the first, milliseconds."
     )
-    e2e_ms: PositiveFloat | None = Field(None, description="End-to-end latency, milliseconds.")
+    e2e_ms: PositiveFinite | None = Field(None, description="End-to-end latency, milliseconds.")
 
 
 class WorkloadSpec(_Frozen):
@@ -78,11 +76,11 @@ class WorkloadSpec(_Frozen):
 
     name: str = Field(min_length=1, description="Short identifier used in results.")
     description: str = Field("", description="What the workload models and where it comes from.")
-    seed: NonNegativeInt = Field(description="Seed of every random draw in the request plan.")
-    num_requests: PositiveInt | None = Field(
+    seed: Seed = Field(description="Seed of every random draw in the request plan.")
+    num_requests: Count | None = Field(
         None, description="Number of requests. Exactly one of num_requests and duration_s."
     )
-    duration_s: PositiveFloat | None = Field(
+    duration_s: Seconds | None = Field(
         None,
         description="Run length in seconds instead of a request count (poisson or closed"
         " arrival only). Exactly one of num_requests and duration_s.",

@@ -29,8 +29,8 @@ def assert_usage_error(result: subprocess.CompletedProcess, fragment: str) -> No
     ("args", "fragment"),
     [
         (["serve", "--mode", "dynamic"], "unknown mode 'dynamic'"),
-        (["serve", "--mode", "static", "--max-num-seqs", "0"], "max-num-seqs must be a positive integer"),
-        (["serve", "--mode", "static", "--max-num-seqs", "-2"], "max-num-seqs must be a positive integer"),
+        (["serve", "--mode", "static", "--max-num-seqs", "0"], "--max-num-seqs: Input should be greater than 0"),
+        (["serve", "--mode", "static", "--max-num-seqs", "-2"], "--max-num-seqs: Input should be greater than 0"),
         (["serve", "--mode", "static", "--max-num-seqs", "many"], "--max-num-seqs: invalid int value"),
         (["serve", "--mode", "static", "--model", "./no/such/model"], "model path does not exist"),
         (["serve", "--mode", "static", "--model", "not a model"], "unknown model 'not a model'"),

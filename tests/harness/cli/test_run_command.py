@@ -78,8 +78,12 @@ def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
     assert telemetry.generation_tokens_total.iloc[-1] - telemetry.generation_tokens_total.iloc[0] >= 12 * 8
 
     manifest = json.loads((out / "manifest.json").read_text())
-    counts = {"planned": 12, "sent": 12, "ok": 12, "failed": 0, "length_mismatch": 0}
-    assert manifest["complete"] and manifest["counts"] == counts
+    assert manifest["complete"] and manifest["counts"] == {
+        "planned": 12, "not_due": 0, "sent": 12, "ok": 12, "failed": 0, "length_mismatch": 0, "unanswered": 0,
+        "failures": {},
+    }
+    # Counted from the token ids that arrived, the server's usage beside them.
+    assert (rows.usage_completion_tokens == rows.completion_tokens).all() and (rows.error_kind == "").all()
     assert manifest["host"]["cores"] >= 1 and manifest["locust_version"]
     assert (out / "plan.json").read_bytes() == build_plan(load_spec(workload)).to_json()
     stats = (out / "locust" / "stats.csv").read_text()
@@ -196,6 +200,11 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
         if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []
-    assert not json.loads((out / "manifest.json").read_text())["complete"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert not manifest["complete"]
+    # Every planned request has its row: the finished ones kept, the rest saying why not.
     rows = pd.read_parquet(out / "records.parquet")
-    assert 1 <= len(rows) < 32 and rows.ok.all()
+    assert list(rows.request_id) == list(range(32))
+    assert 1 <= rows.ok.sum() < 32
+    assert set(rows.loc[~rows.ok, "error_kind"]) <= {"not_sent", "lost"}
+    assert manifest["counts"]["unanswered"] == (~rows.ok).sum()

@@ -67,3 +67,13 @@ def test_duration_stops_handing_out_work():
     dispatcher = Dispatcher([item(i) for i in range(1000)], duration_s=0.2)
     drive(dispatcher, users=2, service_s=lambda w: 0.02)
     assert 10 <= dispatcher.completed <= 30
+    # The unreached tail of the closed loop's pool is named, not silently dropped.
+    assert sorted(dispatcher.handed_out) == list(range(dispatcher.completed))
+    assert dispatcher.not_due == list(range(dispatcher.completed, 1000))
+
+
+def test_a_late_scheduled_request_is_sent_after_the_duration_not_dropped():
+    # Due at 0.1 s each, but one user serving 0.2 s per request falls behind past the duration.
+    dispatcher = Dispatcher([item(i, arrival=0.1 * i) for i in range(3)], duration_s=0.25)
+    drive(dispatcher, users=1, service_s=lambda w: 0.2)
+    assert dispatcher.completed == 3 and dispatcher.not_due == []

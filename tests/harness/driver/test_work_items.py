@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from harness.driver.work import NO_WAVE, build_work, user_count
+import pytest
+
+from harness.driver.work import NO_WAVE, build_work, check_fits, longest_requests, user_count
+from harness.errors import UsageError
 from harness.workload.plan import PlannedRequest, RequestPlan
 
 
@@ -42,3 +45,13 @@ def test_user_counts():
     assert user_count(burst, "naive", 16, max_users=1024) == 16
     closed = plan_of([10] * 40, arrival="closed", users=5)
     assert user_count(closed, "static", 16, max_users=1024) == 5
+
+
+def test_a_plan_longer_than_the_servers_context_is_refused_before_sending():
+    plan = plan_of([100, 200, 300, 1000])
+    assert longest_requests(plan, "continuous", 2) == [108, 208, 308, 1008]
+    assert longest_requests(plan, "naive", 2) == [208, 208, 1008, 1008]
+    check_fits(plan, "continuous", 2, max_model_len=1008)
+    check_fits(plan, "static", 2, max_model_len=None)
+    with pytest.raises(UsageError, match="a request of 1008 tokens .* exceeds the server's max_model_len 1000"):
+        check_fits(plan, "continuous", 2, max_model_len=1000)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -230,6 +232,85 @@ def test_load_run_refuses_a_bad_manifest(run_dir):
     (run_dir / "manifest.json").write_text('{"run_id": "one"}')
     with pytest.raises(UsageError, match="manifest.json: .*system"):
         load_run(run_dir)
+
+
+# --- run directories that do not answer for their plan, through `batchbench analyze` --------
+
+
+def analyze(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "analyze", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
+
+
+def rewrite_records(run_dir, change):
+    table = pq.read_table(run_dir / "records.parquet").to_pylist()
+    pq.write_table(pa.Table.from_pylist(change(table), schema=RECORD_SCHEMA), run_dir / "records.parquet")
+
+
+def fail_second(rows):
+    rows[1].update(ok=False, error_kind="stall", error="no bytes for 6 s after 1 tokens")
+    return rows
+
+
+def edit_manifest(run_dir, **changes):
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, **changes}))
+
+
+BROKEN_RUNS = {
+    "a row missing": (
+        lambda d: rewrite_records(d, lambda rows: rows[:2] + rows[3:]),
+        "1 planned requests have no row (ids 2)",
+    ),
+    "a row twice": (
+        lambda d: rewrite_records(d, lambda rows: [*rows, rows[0]]),
+        "1 requests have more than one row (ids 0)",
+    ),
+    "a row not planned": (
+        lambda d: rewrite_records(d, lambda rows: [*rows, {**rows[0], "request_id": 9}]),
+        "1 rows are not in the plan's owed requests (ids 9)",
+    ),
+    "a failed request": (lambda d: rewrite_records(d, fail_second), "1 of 4 requests failed (1 stall)"),
+    "interrupted": (lambda d: edit_manifest(d, complete=False), "run did not finish"),
+    "no plan": (lambda d: (d / "plan.json").unlink(), "no usable plan.json"),
+    "plan not an object": (lambda d: (d / "plan.json").write_text("[1, 2]"), "plan.json: expected a JSON object"),
+    "manifest not json": (lambda d: (d / "manifest.json").write_text("{oops"), "manifest.json: Invalid JSON"),
+    "records not parquet": (
+        lambda d: (d / "records.parquet").write_bytes(b"PAR1 not really"),
+        "records.parquet: cannot read parquet",
+    ),
+    "records without a column": (
+        lambda d: pq.write_table(pa.table({"request_id": [0]}), d / "records.parquet"),
+        "records.parquet: missing columns",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN_RUNS)
+def test_analyze_refuses_a_run_that_does_not_answer_for_its_plan(run_dir, tmp_path, name):
+    breakage, fragment = BROKEN_RUNS[name]
+    breakage(run_dir)
+    result = analyze(run_dir, "--out", tmp_path / "report")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "report").exists()
+
+
+def test_allow_partial_reports_such_a_run_and_says_so_first(run_dir, tmp_path):
+    rewrite_records(run_dir, fail_second)
+    result = analyze(run_dir, "--out", tmp_path / "report", "--allow-partial")
+    assert result.returncode == 0, result.stderr
+    first = (tmp_path / "report" / "report.md").read_text().splitlines()[0]
+    assert first.startswith("# PARTIAL")
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["partial"] == ["one: 1 of 4 requests failed (1 stall)"]
+
+
+def test_analyze_will_not_write_its_report_into_a_run(run_dir):
+    result = analyze(run_dir, "--out", run_dir)
+    assert result.returncode == 2 and "holds something other than an earlier report" in result.stderr
 
 
 # The report as a person sees it: report.html in headless Chromium (the `chromium`

@@ -188,3 +188,10 @@ def test_bad_files_are_rejected(tmp_path, name, text, column, complaint):
 def test_missing_file_is_rejected(tmp_path):
     with pytest.raises(ValidationError, match="cannot read"):
         FileLength(path=tmp_path / "absent.csv")
+
+
+def test_weights_near_the_float_limit_still_plan():
+    # Their sum overflows to inf; scaled by the largest first, they are two equal weights.
+    choice = ChoiceLength(values=(1, 2), weights=(1e308, 1e308))
+    drawn = choice.sample(np.random.default_rng(0), 1000)
+    assert set(drawn) == {1, 2} and 400 < (drawn == 1).sum() < 600

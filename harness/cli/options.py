@@ -1,0 +1,127 @@
+"""The one validation layer for command-line values: every command's options, checked at once.
+
+argparse turns text into numbers; these pydantic models then say whether each number is
+finite, in range and of the right type, and whether each output path can be written.
+`check_options` runs right after parsing, before any model, tokenizer or server is
+touched, and turns the first problem into a one-line UsageError naming the flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError
+
+from harness.errors import UsageError
+from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
+
+# Above any engine's batch; also bounds the naive client's users (one per row of a wave).
+MAX_BATCH = 100_000
+MAX_REPETITIONS = 1_000
+
+Positive = Annotated[int, Strict(), Field(gt=0)]
+Seconds = Annotated[float, Strict(), Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+NonNegativeSeconds = Annotated[float, Strict(), Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+
+
+def writable_destination(path: Path) -> Path:
+    """A path a command may create a directory at: not a file, not under one, in a writable place."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} is a file, not a directory")
+    ancestor = path
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{path} lies under {ancestor}, which is a file")
+    probe = path if path.exists() else ancestor
+    # Try it: permission bits do not bind root, and a read-only or special file system
+    # refuses whatever they say. The probe directory is removed at once.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".batchbench-probe-", dir=probe))
+    except OSError as exc:
+        raise ValueError(f"cannot create anything in {probe}: {exc.strerror or exc}") from exc
+    return path
+
+
+OutDir = Annotated[Path, AfterValidator(writable_destination)]
+
+
+def existing_directory(path: str) -> str:
+    """A directory that is there (a tokenizer is read from one; nothing is downloaded)."""
+    if not Path(path).expanduser().is_dir():
+        raise ValueError(f"{path} is not a directory")
+    return path
+
+
+ExistingDir = Annotated[str, AfterValidator(existing_directory)]
+
+
+class _Options(BaseModel):
+    # Other attributes of the namespace (strings, flags, handlers) are argparse's to check.
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+
+
+class ServerOptions(_Options):
+    """Options of every command that may launch vLLM."""
+
+    max_num_seqs: Positive = Field(le=MAX_BATCH)
+    batch_wait_s: NonNegativeSeconds
+    kv_cache_bytes: Positive | None
+    startup_timeout_s: Seconds
+
+
+class ServeOptions(ServerOptions):
+    port: Annotated[int, Strict(), Field(ge=1, le=65535)] | None
+
+
+class RunOptions(ServerOptions):
+    out: OutDir
+    tokenizer: ExistingDir | None
+    telemetry_interval_s: Seconds
+    stall_timeout_s: Seconds
+    first_byte_timeout_s: Seconds
+    max_users: Positive = Field(le=MAX_REQUESTS)
+
+
+class ReproduceOptions(ServerOptions):
+    out: OutDir | None
+    tokenizer: ExistingDir | None
+    repetitions: Positive = Field(le=MAX_REPETITIONS)
+
+
+class AnalyzeOptions(_Options):
+    out: OutDir
+
+
+OPTIONS: dict[str, type[_Options]] = {
+    "serve": ServeOptions,
+    "run": RunOptions,
+    "reproduce": ReproduceOptions,
+    "analyze": AnalyzeOptions,
+}
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Validate the parsed values of `args.command`; UsageError naming the first bad flag."""
+    model = OPTIONS.get(args.command)
+    if model is None:
+        return
+    values = vars(args)
+    try:
+        model.model_validate({name: values[name] for name in model.model_fields if name in values})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        flag = "--" + str(error["loc"][0]).replace("_", "-")
+        message = error["msg"].removeprefix("Value error, ")
+        raise UsageError(f"{flag}: {message}{_echo(error)}") from exc
+
+
+def _echo(error: Any) -> str:
+    value = error.get("input")
+    if error["type"] == "value_error" or isinstance(value, Path):
+        return ""
+    return f" (got {value!r})"
