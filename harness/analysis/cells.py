@@ -3,16 +3,17 @@
 A cell is one system at one spread level, run several times. Its figure is the
 median total tok/s (Anyscale's (prompt + useful tokens) / makespan) of its runs, with
 a 95% bootstrap interval (harness.analysis.stats). A headline row sets, at one
-level, continuous against static and against naive: the ratio of the medians with
-an unpaired bootstrap interval (the systems ran on different servers, so their
-repetitions are not pairs). Pure: the runs come in already measured.
+level, continuous against static and against naive: paired by repetition when the
+systems ran interleaved, else the ratio of the medians with an unpaired interval.
+Beside the measured figures, the same at one machine speed (harness.analysis.speed)
+where every run has an engine log. Pure: the runs come in already measured.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from harness.analysis.health import Health, cell_health, coalesced_share, run_he
 from harness.analysis.levels import Level, is_cap
 from harness.analysis.metrics import RunMetrics
 from harness.analysis.rundir import RunData
+from harness.analysis.speed import SpeedNormalised
 from harness.analysis.stats import Estimate, median_ci, paired_ratio_ci, unpaired_ratio_ci
 
 HEADLINE_RATIOS = (("continuous", "static"), ("continuous", "naive"))
@@ -35,6 +37,8 @@ class AssessedRun:
     data: RunData
     engine: EngineMetrics | None
     health: Health
+    # The run at the sweep's common machine speed (harness.analysis.speed); None without steps.
+    normalised: SpeedNormalised | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,6 +50,8 @@ class Cell:
     runs: tuple[AssessedRun, ...]
     total_tok_s: Estimate
     health: Health
+    # Median and interval of the runs at one machine speed; None when no run has one.
+    normalised_tok_s: Estimate | None = None
 
 
 @dataclass(frozen=True)
@@ -56,9 +62,13 @@ class HeadlineRow:
     ratios: dict[str, Estimate]
     stable: bool
     reasons: tuple[str, ...]
+    # The same ratios with every run at one machine speed (harness.analysis.speed).
+    normalised_ratios: dict[str, Estimate] = field(default_factory=dict)
 
 
-def assess_run(data: RunData, metrics: RunMetrics, entry: GapEntry) -> AssessedRun:
+def assess_run(
+    data: RunData, metrics: RunMetrics, entry: GapEntry, normalised: SpeedNormalised | None = None
+) -> AssessedRun:
     """Engine-side figures and the health verdict of one measured run."""
     engine = engine_metrics(data.steps, data.manifest.batch_size) if data.steps is not None else None
     client = data.manifest.client_health
@@ -80,7 +90,7 @@ def assess_run(data: RunData, metrics: RunMetrics, entry: GapEntry) -> AssessedR
         telemetry_max_gap_s=max_gap,
         coalesced_share=coalesced_share(data.tokens),
     )
-    return AssessedRun(entry, data, engine, health)
+    return AssessedRun(entry, data, engine, health, normalised)
 
 
 def build_cells(runs: Sequence[AssessedRun]) -> list[Cell]:
@@ -95,7 +105,9 @@ def build_cells(runs: Sequence[AssessedRun]) -> list[Cell]:
         # cell_health counts the repetitions that measured something.
         estimate = median_ci(rates) if rates else Estimate(math.nan, math.nan, math.nan, 0, "no run measured")
         health = cell_health(estimate, [r.health for r in members], [r.engine for r in members])
-        cells.append(Cell(system, level, tuple(members), estimate, health))
+        at_one_speed = _measured([_normalised(run) for run in members])
+        cells.append(Cell(system, level, tuple(members), estimate, health,
+                          median_ci(at_one_speed) if len(at_one_speed) == len(members) else None))
     return cells
 
 
@@ -110,8 +122,18 @@ def _why(health: Health) -> str:
     return f"{first} ({speed.text})" if speed is not None and first.startswith("repetitions spread") else first
 
 
-def _ratio(a: Sequence[AssessedRun], b: Sequence[AssessedRun]) -> Estimate | None:
-    """a's total tok/s over b's, paired by repetition when the runs were interleaved.
+def _measured_tok_s(run: AssessedRun) -> float:
+    return float(run.entry.metrics.total_tok_s)
+
+
+def _normalised(run: AssessedRun) -> float:
+    return run.normalised.total_tok_s if run.normalised is not None else math.nan
+
+
+def _ratio(
+    a: Sequence[AssessedRun], b: Sequence[AssessedRun], value: Callable[[AssessedRun], float] = _measured_tok_s
+) -> Estimate | None:
+    """a's `value` (total tok/s) over b's, paired by repetition when the runs were interleaved.
 
     A sweep runs repetition r of every system back to back, so the r-th runs of two
     systems share the machine's speed at that moment: the median of their ratios, with
@@ -119,13 +141,12 @@ def _ratio(a: Sequence[AssessedRun], b: Sequence[AssessedRun]) -> Estimate | Non
     interleaved (e.g. analysed from separate sessions) get the unpaired ratio of medians.
     """
     if _interleaved(a, b):
-        pairs = [(x, y) for x, y in zip(_by_start(a), _by_start(b), strict=True)
-                 if _measured([x.entry.metrics.total_tok_s]) and _measured([y.entry.metrics.total_tok_s])]
+        pairs = [(value(x), value(y)) for x, y in zip(_by_start(a), _by_start(b), strict=True)
+                 if _measured([value(x)]) and _measured([value(y)])]
         if len(pairs) == len(a):
-            return paired_ratio_ci([x.entry.metrics.total_tok_s for x, _ in pairs],
-                                   [y.entry.metrics.total_tok_s for _, y in pairs])
-    rates_a = _measured([run.entry.metrics.total_tok_s for run in a])
-    rates_b = _measured([run.entry.metrics.total_tok_s for run in b])
+            return paired_ratio_ci([x for x, _ in pairs], [y for _, y in pairs])
+    rates_a = _measured([value(run) for run in a])
+    rates_b = _measured([value(run) for run in b])
     return unpaired_ratio_ci(rates_a, rates_b) if rates_a and rates_b else None
 
 
@@ -158,18 +179,22 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     for level, systems in by_level.items():
         if "continuous" not in systems:
             continue
-        ratios, reasons, stable = {}, [], True
+        ratios, normalised, reasons, stable = {}, {}, [], True
         for numerator, denominator in HEADLINE_RATIOS:
             if denominator not in systems:
                 continue
-            ratio = _ratio(systems[numerator].runs, systems[denominator].runs)
+            a, b = systems[numerator].runs, systems[denominator].runs
+            ratio = _ratio(a, b)
             if ratio is not None:
                 ratios[f"{numerator}/{denominator}"] = ratio
+            at_one_speed = _ratio(a, b, _normalised)
+            if at_one_speed is not None and all(run.normalised is not None for run in (*a, *b)):
+                normalised[f"{numerator}/{denominator}"] = at_one_speed
         for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair):
             member = systems.get(system)
             if member is not None and not member.health.stable:
                 stable = False
                 reasons.append(f"{system}: {_why(member.health)}")
         if ratios:
-            rows.append(HeadlineRow(level, ratios, stable, tuple(reasons)))
+            rows.append(HeadlineRow(level, ratios, stable, tuple(reasons), normalised))
     return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

@@ -101,19 +101,28 @@ def fit_step_cost(sample: StepSample) -> StepFit:
     """Least squares with non-negative coefficients of step seconds on the step features."""
     if len(sample) < len(_FEATURES) + 1:
         raise UsageError(f"step fit: {len(sample)} busy steps, need at least {len(_FEATURES) + 1}")
-    design = np.column_stack([np.ones(len(sample)), sample.running, sample.prefill_tokens, sample.context_tokens])
-    coefficients, _ = nnls(design, sample.seconds)
-    predicted = design @ coefficients
+    coefficients, _ = nnls(_design(sample), sample.seconds)
+    cost = LinearStepCost(*(float(c) for c in coefficients))
+    predicted = modelled_seconds(cost, sample)
     residual = sample.seconds - predicted
     total = float(np.sum((sample.seconds - sample.seconds.mean()) ** 2))
     return StepFit(
-        cost=LinearStepCost(*(float(c) for c in coefficients)),
+        cost=cost,
         steps=len(sample),
         r_squared=1.0 - float(np.sum(residual**2)) / total if total > 0 else math.nan,
         residual_std_s=float(residual.std()),
         mean_step_s=float(sample.seconds.mean()),
         relative_sum_error=float(predicted.sum() / sample.seconds.sum() - 1.0),
     )
+
+
+def modelled_seconds(cost: LinearStepCost, sample: StepSample) -> np.ndarray:
+    """What `cost` says each step of `sample` costs."""
+    return np.asarray(_design(sample) @ np.array(list(cost.coefficients().values())), dtype=np.float64)
+
+
+def _design(sample: StepSample) -> np.ndarray:
+    return np.column_stack([np.ones(len(sample)), sample.running, sample.prefill_tokens, sample.context_tokens])
 
 
 def _work_left(ordered: pd.DataFrame) -> pd.Series:

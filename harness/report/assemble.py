@@ -11,6 +11,7 @@ we did not launch) get none.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from harness.analysis.gap import GapEntry, gap_table
 from harness.analysis.levels import level_name
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
+from harness.analysis.speed import RunTiming, normalise
 from harness.analysis.step_predict import predict_held_out, server_models
 from harness.errors import UsageError
 from harness.manifest import RunManifest
@@ -49,12 +51,21 @@ def assemble_report(
         raise UsageError("no run directories to analyse")
     runs = [load_run(directory, allow_partial) for directory in run_dirs]
     predictions = predict_held_out(runs)
+    measured = {data.manifest.run_id: metrics_for_run(data) for data in runs}
+    timings = {}
+    for data in runs:
+        metrics = measured[data.manifest.run_id]
+        if data.steps is not None and metrics.makespan_s > 0 and math.isfinite(metrics.total_tok_s):
+            timings[data.manifest.run_id] = RunTiming(
+                data.steps, metrics.makespan_s, metrics.total_tok_s * metrics.makespan_s
+            )
+    common_fit, at_one_speed = normalise(timings)
     assessed = []
     for data in runs:
-        metrics = metrics_for_run(data)
+        metrics = measured[data.manifest.run_id]
         fitted = predictions.get(data.manifest.run_id)
         entry = GapEntry.from_run(data, metrics, fitted.prediction if fitted else None)
-        assessed.append(assess_run(data, metrics, entry))
+        assessed.append(assess_run(data, metrics, entry, at_one_speed.get(data.manifest.run_id)))
     cells = build_cells(assessed)
     rows = headline(cells)
     chosen, notes = [], list(caveats)
@@ -86,7 +97,10 @@ def assemble_report(
         gap_table([run.entry for run in chosen]),
         out_dir,
         extras,
-        lead=[*partial_blocks(partial), *headline_blocks(rows, smoke)],
+        lead=[
+            *partial_blocks(partial),
+            *headline_blocks(rows, smoke, common_fit, [figure.speed for figure in at_one_speed.values()]),
+        ],
         details=cell_blocks(cells),
         blocked=blocked,
         summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial},

@@ -12,12 +12,14 @@ from typing import Any
 from harness.analysis.cells import Cell, HeadlineRow
 from harness.analysis.levels import level_name
 from harness.analysis.stats import Estimate
+from harness.analysis.step_fit import StepFit
 from harness.report.document import Block, Bullets, Heading, Paragraph, Table
 
 SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."
 
 
-def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool) -> list[Block]:
+def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepFit | None = None,
+                    speeds: Sequence[float] = ()) -> list[Block]:
     """The answer: at each spread level, continuous over static and naive, with intervals."""
     blocks: list[Block] = []
     if smoke:
@@ -39,16 +41,26 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool) -> list[Block]:
         f" with its 95% interval. {verdict}"
     ))
     ratio_names = list(dict.fromkeys(name for row in rows for name in row.ratios))
-    header = ("spread", *ratio_names, "verdict")
+    at_one_speed = [name for name in ratio_names if any(name in row.normalised_ratios for row in rows)]
+    header = ("spread", *ratio_names, *(f"{name} at one speed" for name in at_one_speed), "verdict")
     body = tuple(
         (
             level_name(row.level),
             *(_ratio(row.ratios.get(name)) for name in ratio_names),
+            *(_ratio(row.normalised_ratios.get(name)) for name in at_one_speed),
             "stable" if row.stable else "UNSTABLE",
         )
         for row in rows
     )
     blocks.append(Table(header, body, table_id="headline"))
+    if at_one_speed and common_fit is not None and speeds:
+        blocks.append(Paragraph(
+            "At one speed: the same runs with each run's busy engine time re-priced by one step-cost model fitted"
+            f" on every run's engine steps (R² {common_fit.r_squared:.2f}, {common_fit.steps:,} steps): the"
+            " schedule each system really ran, at one machine speed. The runs' measured speed against that model"
+            f" ranged {min(speeds):.2f}–{max(speeds):.2f} (1 = the model's pace). The verdict is on the measured"
+            " figures."
+        ))
     reasons = [f"{level_name(row.level)}: {reason}" for row in rows for reason in row.reasons]
     if reasons:
         blocks.append(Bullets(tuple(reasons)))
@@ -88,6 +100,7 @@ def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: 
             {
                 "level": row.level,
                 "ratios": {name: _estimate(estimate) for name, estimate in row.ratios.items()},
+                "ratios_at_one_speed": {name: _estimate(estimate) for name, estimate in row.normalised_ratios.items()},
                 "stable": row.stable,
                 "reasons": list(row.reasons),
             }
@@ -98,12 +111,15 @@ def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: 
                 "system": cell.system,
                 "level": cell.level,
                 "total_tok_s": _estimate(cell.total_tok_s),
+                "total_tok_s_at_one_speed": _estimate(cell.normalised_tok_s) if cell.normalised_tok_s else None,
                 "stable": cell.health.stable,
                 "reasons": cell.health.reasons,
                 "runs": [
                     {
                         "run": run.data.path.name,
                         "total_tok_s": run.entry.metrics.total_tok_s,
+                        "speed": run.normalised.speed if run.normalised else None,
+                        "total_tok_s_at_one_speed": run.normalised.total_tok_s if run.normalised else None,
                         "engine_generated_tok_s": run.engine.generated_tok_s if run.engine else None,
                         "stable": run.health.stable,
                         "checks": {check.name: {"value": check.value, "limit": check.limit, "passed": check.passed}

@@ -172,3 +172,20 @@ def test_a_spread_cell_says_in_the_headline_whether_the_machine_or_the_schedule_
     assert row.reasons == ("continuous: repetitions spread: 95% interval ±11.6% of the median (same schedule"
                            " (1365-1365 engine steps) at median step times of 9.3-11.9 ms (±13%): the machine's"
                            " speed varied, not the scheduler)",)
+
+
+def test_ratios_at_one_speed_come_beside_the_measured_ones_when_every_run_has_them():
+    from harness.analysis.speed import SpeedNormalised
+
+    runs = interleaved_runs(32)
+    at_one_speed = {"continuous": 300.0, "static": 100.0}
+    with_speed = [AssessedRun(r.entry, r.data, None, r.health, SpeedNormalised(1.0, at_one_speed[r.entry.system]))
+                  for r in runs]
+    (row,) = headline(build_cells(with_speed))
+    assert row.normalised_ratios["continuous/static"].point == pytest.approx(3.0)
+    (cell,) = [c for c in build_cells(with_speed) if c.system == "static"]
+    assert cell.normalised_tok_s is not None and cell.normalised_tok_s.point == 100.0
+    # One run without: no figure at one speed for the cell or the ratio.
+    partial = [*with_speed[:-1], runs[-1]]
+    (row,) = headline(build_cells(partial))
+    assert row.normalised_ratios == {}
