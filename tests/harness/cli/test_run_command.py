@@ -17,7 +17,6 @@ import pytest
 from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
 
-pytestmark = pytest.mark.server
 
 WORKLOAD = """\
 name: small-spread
@@ -50,6 +49,7 @@ def run_against(server, workload, out, *extra: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.server
 def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
     server = servers.get("continuous", 4)
     out = tmp_path / "run"
@@ -90,6 +90,7 @@ def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
     assert ",TTFT," in stats and ",E2E," in stats
 
 
+@pytest.mark.server
 def test_naive_waves_pad_and_wait_for_each_other(servers, workload, tmp_path):
     server = servers.get("continuous", 4)
     out = tmp_path / "naive"
@@ -133,6 +134,7 @@ def test_unreachable_endpoint(workload, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.server
 def test_wrong_model_name(servers, workload, tmp_path):
     server = servers.get("continuous", 4)
     result = run_against(server, workload, tmp_path / "o", "--model", "gpt-17")
@@ -140,6 +142,7 @@ def test_wrong_model_name(servers, workload, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.server
 def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
     server = servers.get("continuous", 4)
     path = tmp_path / "long.yaml"
@@ -169,6 +172,7 @@ def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
     assert json.loads((out / "manifest.json").read_text())["complete"]
 
 
+@pytest.mark.server
 def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers, tmp_path):
     servers.close()  # this run launches its own server; two would share the cores
     path = tmp_path / "long.yaml"
