@@ -17,7 +17,6 @@ import pytest
 from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
 
-
 WORKLOAD = """\
 name: small-spread
 description: twelve short requests with spread outputs, sent at once
