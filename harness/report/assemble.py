@@ -11,7 +11,6 @@ we did not launch) get none.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,9 +54,9 @@ def assemble_report(
     timings = {}
     for data in runs:
         metrics = measured[data.manifest.run_id]
-        if data.steps is not None and metrics.makespan_s > 0 and math.isfinite(metrics.total_tok_s):
+        if data.steps is not None and metrics.makespan_s > 0:
             timings[data.manifest.run_id] = RunTiming(
-                data.steps, metrics.makespan_s, metrics.total_tok_s * metrics.makespan_s
+                data.steps, metrics.makespan_s, metrics.prompt_tokens + metrics.useful_tokens
             )
     common_fit, at_one_speed = normalise(timings)
     assessed = []
