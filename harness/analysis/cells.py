@@ -115,13 +115,6 @@ def _measured(rates: Sequence[float]) -> list[float]:
     return [rate for rate in rates if math.isfinite(rate) and rate > 0]
 
 
-def _why(health: Health) -> str:
-    """A cell's first reason, with what its engine steps say about a spread of repetitions."""
-    first = health.reasons[0]
-    speed = next((check for check in health.checks if check.name == "machine speed"), None)
-    return f"{first} ({speed.text})" if speed is not None and first.startswith("repetitions spread") else first
-
-
 def _measured_tok_s(run: AssessedRun) -> float:
     return float(run.entry.metrics.total_tok_s)
 
@@ -194,7 +187,7 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
             member = systems.get(system)
             if member is not None and not member.health.stable:
                 stable = False
-                reasons.append(f"{system}: {_why(member.health)}")
+                reasons.append(f"{system}: {member.health.reasons[0]}")
         if ratios:
             rows.append(HeadlineRow(level, ratios, stable, tuple(reasons), normalised))
     return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

@@ -159,23 +159,30 @@ def run_health(
 def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[EngineMetrics | None] = ()) -> Health:
     """A cell is stable when it has enough repetitions, a narrow interval, and stable runs.
 
-    `engines` (the runs' engine-side figures, where known) add a note that says why
-    repetitions spread: a different schedule, or the same schedule at another speed.
+    `engines` (the runs' engine-side figures, where known) say why repetitions spread: a
+    different schedule, or the same schedule at another speed. That goes into the
+    interval's reason when the interval is too wide, else it is a note.
     """
     checks: list[Check | None] = [
         Check("repetitions", float(estimate.n), MIN_REPETITIONS, estimate.n >= MIN_REPETITIONS, "unstable",
               f"{estimate.n} repetition(s), fewer than {MIN_REPETITIONS}: no interval"),
     ]
+    speed = machine_speed_check(engines)
     if estimate.n >= 2:
         half = estimate.half_width_rel
-        checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, half <= MAX_CELL_HALF_WIDTH, "unstable",
-                            f"repetitions spread: 95% interval ±{half:.1%} of the median"))
+        narrow = half <= MAX_CELL_HALF_WIDTH
+        # A spread cell's reason says what moved it, when the engine steps can tell.
+        why = f" ({speed.text})" if speed is not None and not narrow else ""
+        checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, narrow, "unstable",
+                            f"repetitions spread: 95% interval ±{half:.1%} of the median{why}"))
+        if why:
+            speed = None
     unstable_runs = sum(not run.stable for run in runs)
     if unstable_runs:
         first = next(run for run in runs if not run.stable).reasons[0]
         checks.append(Check("runs", float(unstable_runs), 0.0, False, "unstable",
                             f"{unstable_runs} of {len(runs)} runs unstable ({first})"))
-    checks.append(machine_speed_check(engines))
+    checks.append(speed)
     return Health(tuple(check for check in checks if check is not None))
 
 

@@ -260,8 +260,18 @@ def engine(steps, median_step_ms):
 def test_the_same_schedule_at_another_speed_is_named_as_the_machine():
     estimate = median_ci([6706.0, 8615.0, 8218.0])
     health = cell_health(estimate, [Health(())] * 3, [engine(1365, 11.88), engine(1365, 9.34), engine(1364, 9.97)])
-    assert not health.stable and health.reasons == ["repetitions spread: 95% interval ±11.6% of the median"]
-    assert health.notes == ["same schedule (1364-1365 engine steps) at median step times of 9.3-11.9 ms (±13%):"
+    assert not health.stable and health.reasons == [
+        "repetitions spread: 95% interval ±11.6% of the median (same schedule (1364-1365 engine steps) at median"
+        " step times of 9.3-11.9 ms (±13%): the machine's speed varied, not the scheduler)"
+    ]
+    assert health.notes == []
+
+
+def test_a_narrow_cell_keeps_the_speed_check_as_a_note():
+    health = cell_health(median_ci([100.0, 100.5, 101.0]), [Health(())] * 3,
+                         [engine(1000, 10.0), engine(1000, 12.0), engine(1000, 10.0)])
+    assert health.stable
+    assert health.notes == ["same schedule (1000-1000 engine steps) at median step times of 10.0-12.0 ms (±10%):"
                             " the machine's speed varied, not the scheduler"]
 
 
