@@ -1,0 +1,110 @@
+"""Nightly suites: which workloads, systems and trials a night runs, and how it is gated.
+
+A suite file is YAML, validated here (the one boundary where its errors become a
+one-line `UsageError`, like workload files). Shipped suites live in workloads/suites/
+and load by bare name (`cpu-nightly`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
+
+import workloads
+from harness.errors import UsageError
+from harness.systems import SystemName
+from harness.validation import describe_validation_error
+from harness.workload import WorkloadSpec, load_specs
+from harness.workload.limits import Count
+
+SUITES_DIR = Path(workloads.__file__).resolve().parent / "suites"
+Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
+Trials = Annotated[int, Strict(), Field(ge=1, le=100)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SuiteServer(_Frozen):
+    """The server every configuration of the suite is measured on (one launch per mode)."""
+
+    model: str = Field("tiny", min_length=1, description="Model to serve: tiny, llama-3.1-8b, opt-13b, a path.")
+    max_num_seqs: Count = Field(16, description="B: most sequences in a batch, for every system.")
+    kv_cache_bytes: Annotated[int, Strict(), Field(gt=0)] | None = Field(
+        None, description="KV cache size; unset: the CPU build's 1 GiB, vLLM's own sizing on a GPU.")
+    vllm_args: tuple[str, ...] = Field((), description="Extra vLLM arguments, as `--vllm-arg` takes them.")
+
+
+class GatePolicy(_Frozen):
+    """How tonight's trials are judged against the rolling baseline (harness.gate.statistics)."""
+
+    threshold: Share = Field(0.05, description="Smallest drop of the median called a regression (0.05 = 5%).")
+    baseline_nights: Trials = Field(
+        7, description="The rolling baseline: the last this many accepted nights of the same configuration.")
+    extra_trials: Annotated[int, Strict(), Field(ge=0, le=100)] = Field(
+        2, description="Budget: trials added to each inconclusive configuration before giving up (0: none).")
+
+
+class Suite(_Frozen):
+    """A night's benchmark: workloads x systems x trials, on one server, gated."""
+
+    kind: Literal["suite"] = Field(description="File tag: a suite, not a workload.")
+    name: str = Field(min_length=1, description="Short identifier, used in the history and the reports.")
+    description: str = Field("", description="What the suite guards and what it costs to run.")
+    workloads: tuple[str, ...] = Field(min_length=1, description="Workload names or files (as --workload takes).")
+    systems: tuple[SystemName, ...] = Field(min_length=1, description="Systems measured on every workload.")
+    trials: Trials = Field(3, description="Runs of each (workload, system), interleaved across all of them.")
+    server: SuiteServer = Field(default_factory=SuiteServer, description="The server under test.")
+    gate: GatePolicy = Field(default_factory=GatePolicy, description="How a night is judged.")
+
+    @field_validator("workloads", "systems")
+    @classmethod
+    def _distinct(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"names repeat: {', '.join(values)}")
+        return values
+
+
+def list_builtin_suites() -> list[str]:
+    """Names of the shipped suites (file names without .yaml), sorted."""
+    return sorted(path.stem for path in SUITES_DIR.glob("*.yaml"))
+
+
+@dataclass(frozen=True)
+class LoadedSuite:
+    """A validated suite, where it came from, and the workloads it names, loaded."""
+
+    suite: Suite
+    path: Path
+    specs: tuple[WorkloadSpec, ...]
+
+
+def load_suite(source: str | os.PathLike[str]) -> LoadedSuite:
+    """A suite from a YAML file or a shipped name, with every workload it names loaded.
+
+    Workload files are looked up relative to the suite file first, then as shipped names.
+    Raises `UsageError` with one line naming the file and field on any bad input.
+    """
+    path = Path(source)
+    if not path.is_file():
+        if len(path.parts) == 1 and path.stem in list_builtin_suites():
+            path = SUITES_DIR / f"{path.stem}.yaml"
+        else:
+            raise UsageError(f"{source}: no such suite file, and no shipped suite of that name"
+                             f" (shipped: {', '.join(list_builtin_suites())})")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise UsageError(f"{path}: not a readable YAML suite ({type(exc).__name__})") from exc
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{path}: {describe_validation_error(exc, data)}") from exc
+    sources = [path.parent / name if (path.parent / name).is_file() else name for name in suite.workloads]
+    return LoadedSuite(suite, path, tuple(load_specs(sources)))

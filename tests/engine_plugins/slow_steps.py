@@ -1,0 +1,40 @@
+"""Test-only vLLM scheduler plugin: every engine step made slower by a set share.
+
+It stands in for a regression in the server under test, so the gate can be checked
+against a real one. Launch a continuous server with
+`--vllm-arg=--scheduler-cls=tests.engine_plugins.slow_steps.SlowRecordingScheduler`
+(the launcher puts the project root on the engine's PYTHONPATH; the last
+`--scheduler-cls` wins) and `BATCHBENCH_TEST_STEP_SLOWDOWN=0.10` in its environment:
+at the end of each step the engine sleeps 10% of the time the step took, so throughput drops
+by about 1 - 1/1.10. Steps are still recorded, as for any launched server.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from launchers.step_recorder import RecordingScheduler
+
+SLOWDOWN_ENV = "BATCHBENCH_TEST_STEP_SLOWDOWN"
+SCHEDULER_CLS = "tests.engine_plugins.slow_steps.SlowRecordingScheduler"
+
+
+class SlowRecordingScheduler(RecordingScheduler):
+    """vLLM's continuous admission and the step recorder, each step stretched by the slowdown."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slowdown = float(os.environ.get(SLOWDOWN_ENV, "0") or 0)
+        self._step_began = time.perf_counter()
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        self._step_began = time.perf_counter()
+        return super().schedule(*args, **kwargs)
+
+    def update_from_output(self, *args: Any, **kwargs: Any) -> Any:
+        # Before the recorder notes the step's end, so the step log shows the slower step.
+        if self._slowdown > 0:
+            time.sleep(self._slowdown * (time.perf_counter() - self._step_began))
+        return super().update_from_output(*args, **kwargs)

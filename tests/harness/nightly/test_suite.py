@@ -1,0 +1,60 @@
+"""Suite files: the shipped ones load, and every bad one is one line naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import UsageError
+from harness.nightly import list_builtin_suites, load_suite
+
+
+def test_shipped_suites_load_with_their_workloads():
+    assert list_builtin_suites() == ["cpu-nightly", "h100-nightly"]
+    cpu = load_suite("cpu-nightly")
+    assert [spec.name for spec in cpu.specs] == list(cpu.suite.workloads)
+    assert cpu.suite.systems == ("continuous", "static") and cpu.suite.server.model == "tiny"
+    h100 = load_suite("h100-nightly")
+    assert h100.suite.server.model == "llama-3.1-8b" and len(h100.specs) == 4
+
+
+def test_a_workload_file_beside_the_suite_is_found(tmp_path):
+    (tmp_path / "mine.yaml").write_text(
+        "name: mine\nseed: 1\nnum_requests: 8\nprompt_tokens: {kind: fixed, value: 8}\n"
+        "output_tokens: {kind: fixed, value: 8}\narrival: {kind: burst}\n"
+    )
+    suite = tmp_path / "s.yaml"
+    suite.write_text("kind: suite\nname: s\nworkloads: [mine.yaml]\nsystems: [continuous]\n")
+    loaded = load_suite(suite)
+    assert loaded.specs[0].name == "mine" and loaded.suite.trials == 3 and loaded.suite.gate.threshold == 0.05
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("kind: workload\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]", r"kind: Input should be 'suite'"),
+        ("kind: suite\nname: s\nworkloads: []\nsystems: [static]", r"workloads: .*at least 1"),
+        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [fast]", r"systems\.0: Input should be"),
+        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static, static]", r"systems: names repeat"),
+        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\ntrials: 0", r"trials: Input should be greater than or equal to 1"),
+        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\ntrials: true", r"trials: "),
+        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\ngate: {threshold: 1.5}",
+         r"gate\.threshold: Input should be less than 1"),
+        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\nnightly: 1",
+         r"nightly: Extra inputs are not permitted"),
+        ("kind: suite\nname: s\nworkloads: [no-such-workload]\nsystems: [static]", r"no-such-workload: no such file"),
+        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128\nsystems", r"not a readable YAML suite"),
+    ],
+    ids=["kind", "no-workloads", "system", "repeat", "zero-trials", "bool-trials", "threshold", "extra-key",
+         "unknown-workload", "bad-yaml"],
+)
+def test_bad_suites_are_one_line_usage_errors(tmp_path, body, message):
+    path = tmp_path / "suite.yaml"
+    path.write_text(body)
+    with pytest.raises(UsageError, match=message) as caught:
+        load_suite(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_an_unknown_suite_name_lists_the_shipped_ones():
+    with pytest.raises(UsageError, match=r"nope: no such suite file.*shipped: cpu-nightly, h100-nightly"):
+        load_suite("nope")
