@@ -28,18 +28,21 @@ def test_a_workload_file_beside_the_suite_is_found(tmp_path):
     assert loaded.specs[0].name == "mine" and loaded.suite.trials == 3 and loaded.suite.gate.threshold == 0.05
 
 
+HEAD = "kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]"
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("kind: workload\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]", r"kind: Input should be 'suite'"),
+        (HEAD.replace("suite", "workload", 1), r"kind: Input should be 'suite'"),
         ("kind: suite\nname: s\nworkloads: []\nsystems: [static]", r"workloads: .*at least 1"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [fast]", r"systems\.0: Input should be"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static, static]", r"systems: names repeat"),
-        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\ntrials: 0", r"trials: Input should be greater than or equal to 1"),
-        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\ntrials: true", r"trials: "),
-        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\ngate: {threshold: 1.5}",
+        (HEAD + "\ntrials: 0", r"trials: Input should be greater than or equal to 1"),
+        (HEAD + "\ntrials: true", r"trials: "),
+        (HEAD + "\ngate: {threshold: 1.5}",
          r"gate\.threshold: Input should be less than 1"),
-        ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]\nnightly: 1",
+        (HEAD + "\nnightly: 1",
          r"nightly: Extra inputs are not permitted"),
         ("kind: suite\nname: s\nworkloads: [no-such-workload]\nsystems: [static]", r"no-such-workload: no such file"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128\nsystems", r"not a readable YAML suite"),
