@@ -5,8 +5,8 @@ against a real one. Launch a continuous server with
 `--vllm-arg=--scheduler-cls=tests.engine_plugins.slow_steps.SlowRecordingScheduler`
 (the launcher puts the project root on the engine's PYTHONPATH; the last
 `--scheduler-cls` wins) and `BATCHBENCH_TEST_STEP_SLOWDOWN=0.10` in its environment:
-at the end of each step the engine sleeps 10% of the time the step took, so throughput drops
-by about 1 - 1/1.10. Steps are still recorded, as for any launched server.
+every step is stretched to 1 / (1 - 0.10) of the time it took (a sleep at its end), so
+the server's throughput drops by 10%. Steps are still recorded, as for any launched server.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ SCHEDULER_CLS = "tests.engine_plugins.slow_steps.SlowRecordingScheduler"
 
 
 class SlowRecordingScheduler(RecordingScheduler):
-    """vLLM's continuous admission and the step recorder, each step stretched by the slowdown."""
+    """vLLM's continuous admission and the step recorder, every step stretched by the slowdown."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._slowdown = float(os.environ.get(SLOWDOWN_ENV, "0") or 0)
+        slowdown = float(os.environ.get(SLOWDOWN_ENV, "0") or 0)
+        # The sleep per second of step that takes a share `slowdown` off the throughput.
+        self._stretch = slowdown / (1 - slowdown)
         self._step_began = time.perf_counter()
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
@@ -35,6 +37,6 @@ class SlowRecordingScheduler(RecordingScheduler):
 
     def update_from_output(self, *args: Any, **kwargs: Any) -> Any:
         # Before the recorder notes the step's end, so the step log shows the slower step.
-        if self._slowdown > 0:
-            time.sleep(self._slowdown * (time.perf_counter() - self._step_began))
+        if self._stretch > 0:
+            time.sleep(self._stretch * (time.perf_counter() - self._step_began))
         return super().update_from_output(*args, **kwargs)
