@@ -1,0 +1,1 @@
+"""The regression gate: pure statistics deciding pass, regression or inconclusive."""
