@@ -1,0 +1,211 @@
+"""The regression gate's decision: is a candidate's throughput a regression? Pure, no I/O.
+
+Inputs are throughputs (tok/s, higher is better), one per trial: the baseline's (the
+last accepted nights, pooled) and the candidate's. The answer has three outcomes, as
+Chromium's Pinpoint does: **regression**, **pass**, or **inconclusive** (measure again).
+
+The rule, in the issue's words: a regression only when the median ratio
+candidate/baseline is below 1 - threshold AND a statistical test agrees.
+
+- The ratio is median(candidate) / median(baseline), with the two-sample bootstrap
+  percentile interval of `harness.analysis.stats.unpaired_ratio_ci` (a percentile
+  interval of the ratio is the exponentiated interval of the log ratio). Medians,
+  because one disturbed trial on a shared VM must not move the figure.
+- The test is a one-sided Mann-Whitney U (`scipy.stats.mannwhitneyu`,
+  alternative="less": the candidate's trials tend to be lower than the baseline's).
+  It is rank-based, so it assumes no distribution (throughput noise on a shared VM is
+  skewed, with slow outliers) and is exact at small n (scipy's "auto": exact for fewer
+  than 9 trials a side without ties). A bootstrap interval is not a test at n = 5: a
+  percentile interval of 5 values hugs their range and its coverage is well below
+  its nominal 95%, so it sizes the effect here but never decides alone.
+- The threshold is what matters (the ratio's size), the test is what makes it real (not
+  noise). The effective threshold is max(threshold, 3 x between-night noise): on a
+  machine whose nightly medians wander by 3%, a 5% line would be crossed by noise.
+
+Why alpha = 0.02. The exact one-sided MWU p-value can only take the values k / C(n+m, n).
+With 5 trials a side they are 1/252 = 0.004, 2/252 = 0.008, 4/252 = 0.016, 7/252 = 0.028,
+12/252 = 0.048 (at most 0, 1, 2, 3, 4 of the 25 candidate/baseline pairs with the
+candidate ahead). Any alpha in [0.016, 0.028) means "at most 2 of 25"; 0.02 is chosen:
+- detection: at 3% noise the test alone finds a true 10% drop 96% of the time at
+  alpha = 0.01 (at most 1 of 25), 98.6% at 0.02; with the ratio condition the rule
+  detects 96% and 98%: alpha = 0.01 would sit on the issue's 95% floor;
+- false alarms: a false alarm needs both conditions. With no change the test alone
+  passes alpha = 0.02 with probability 1.6%, but the ratio is also beyond a 5% line only
+  rarely with it: 0.3% at 3% noise, 1.0% at 5% (0.15% and 0.5% at alpha = 0.01). The
+  ratio condition, not the test, is what holds the false-alarm rate down, which is
+  also why the line widens with the between-night noise.
+With fewer trials alpha is out of reach (3 a side: smallest p = 1/20; 3 against 4:
+1/35 = 0.029; 4 a side, 1/70 = 0.014, is enough), so a comparison whose smallest attainable
+p exceeds alpha is inconclusive rather than a sure pass. Ties (rare in tok/s) switch
+scipy to its normal approximation. benchmarks/gate_statistics.py measures the rates.
+
+Inconclusive, with the reasons in words, when:
+- the caller flags a problem (failed requests, an UNSTABLE health verdict);
+- a side has fewer than MIN_TRIALS (3) trials, or too few in all for the test to reach
+  alpha (see above);
+- a side's trial CV exceeds MAX_TRIAL_CV (10%): with such spread 5 trials cannot
+  resolve a 5% change, and the machine, not the code, is what moved;
+- it could be a regression but the evidence is short: the ratio is below the line but
+  the test does not agree; or the test finds the candidate slower, the ratio sits above
+  the line, and its interval reaches below it. A straddling interval without a
+  significant test is what noise looks like at n = 5 and counts as a pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats as sps
+
+from harness.analysis.stats import Estimate, coefficient_of_variation, unpaired_ratio_ci
+
+Outcome = Literal["pass", "regression", "inconclusive"]
+
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_ALPHA = 0.02
+# Below this many trials a side the median is one or two values: no gate.
+MIN_TRIALS = 3
+# Trial-to-trial CV above this: the machine moved too much to resolve the threshold.
+MAX_TRIAL_CV = 0.10
+# The line sits at least this many between-night standard deviations below 1.
+NOISE_MULTIPLE = 3.0
+
+
+@dataclass(frozen=True)
+class GateRule:
+    """The gate's parameters; ValueError on values outside their range."""
+
+    threshold: float = DEFAULT_THRESHOLD
+    alpha: float = DEFAULT_ALPHA
+    min_trials: int = MIN_TRIALS
+    max_trial_cv: float = MAX_TRIAL_CV
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must lie in (0, 1), got {self.threshold}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
+        if self.min_trials < 2:
+            raise ValueError(f"min_trials must be >= 2, got {self.min_trials}")
+        if not self.max_trial_cv > 0:
+            raise ValueError(f"max_trial_cv must be > 0, got {self.max_trial_cv}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's answer for one configuration, and every figure behind it."""
+
+    outcome: Outcome
+    # median(candidate) / median(baseline) with its 95% bootstrap interval.
+    ratio: Estimate
+    # One-sided Mann-Whitney U p-value for "candidate lower than baseline".
+    p_value: float
+    alpha: float
+    # The threshold asked for, and the one applied: max(threshold, 3 x noise).
+    threshold: float
+    effective_threshold: float
+    # The baseline's between-night noise given by the caller; None if not given.
+    noise: float | None
+    n_baseline: int
+    n_candidate: int
+    baseline_cv: float
+    candidate_cv: float
+    # Why this outcome, in plain words; the first says what decided it.
+    reasons: tuple[str, ...]
+
+    @property
+    def line(self) -> float:
+        """The ratio below which a drop counts: 1 - effective threshold."""
+        return 1.0 - self.effective_threshold
+
+
+def decide(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    rule: GateRule | None = None,
+    noise: float | None = None,
+    problems: Sequence[str] = (),
+) -> Verdict:
+    """Judge `candidate` trials against `baseline` trials (tok/s, higher is better).
+
+    `noise` is the baseline's between-night noise as a fraction (see
+    `between_night_noise`); `problems` are the caller's reasons to distrust the
+    trials (failed requests, UNSTABLE health): any makes the verdict inconclusive.
+    ValueError if a side is empty or holds a value that is not finite and > 0, or if
+    `noise` is negative or not finite.
+    """
+    rule = rule or GateRule()
+    if noise is not None and not (math.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite fraction >= 0, got {noise}")
+    # unpaired_ratio_ci also validates both samples (non-empty, finite, > 0).
+    ratio = unpaired_ratio_ci(candidate, baseline)
+    base, cand = np.asarray(baseline, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
+    p_value = float(sps.mannwhitneyu(cand, base, alternative="less").pvalue)
+    effective = max(rule.threshold, NOISE_MULTIPLE * noise) if noise is not None else rule.threshold
+    base_cv, cand_cv = coefficient_of_variation(base), coefficient_of_variation(cand)
+
+    def verdict(outcome: Outcome, reasons: Sequence[str]) -> Verdict:
+        return Verdict(
+            outcome=outcome, ratio=ratio, p_value=p_value, alpha=rule.alpha, threshold=rule.threshold,
+            effective_threshold=effective, noise=noise, n_baseline=int(base.size), n_candidate=int(cand.size),
+            baseline_cv=base_cv, candidate_cv=cand_cv, reasons=(*reasons, _evidence(ratio, p_value, 1 - effective)),
+        )
+
+    untrusted = [*problems, *_sample_problems(base.size, cand.size, base_cv, cand_cv, rule)]
+    if untrusted:
+        return verdict("inconclusive", untrusted)
+    line = 1.0 - effective
+    below, significant = ratio.point < line, p_value <= rule.alpha
+    if below and significant:
+        return verdict("regression", [f"candidate is {1 - ratio.point:.1%} slower, beyond the {effective:.1%} "
+                                      f"threshold, and the test agrees (p = {p_value:.3g} <= {rule.alpha:g})"])
+    if below:
+        return verdict("inconclusive", [f"ratio {ratio.point:.3f} is below the line {line:.3f} but the test does "
+                                        f"not agree (p = {p_value:.3g} > {rule.alpha:g}): add trials"])
+    if significant and ratio.low < line:
+        return verdict("inconclusive", [f"candidate is significantly slower (p = {p_value:.3g}) and its ratio's "
+                                        f"interval reaches {ratio.low:.3f}, below the line {line:.3f}: add trials"])
+    if significant:
+        return verdict("pass", [f"candidate is {1 - ratio.point:.1%} slower (p = {p_value:.3g}), within the "
+                                f"{effective:.1%} threshold"])
+    return verdict("pass", [f"no drop beyond the {effective:.1%} threshold"])
+
+
+def between_night_noise(nights: Sequence[Sequence[float]]) -> float | None:
+    """CV of the per-night medians of the baseline's trials; None with fewer than two nights.
+
+    One median per night (a batch of trials), so trial-to-trial noise within a night,
+    which the test already weighs, is not counted twice.
+    """
+    if len(nights) < 2:
+        return None
+    return coefficient_of_variation([float(np.median(np.asarray(night, dtype=np.float64))) for night in nights])
+
+
+def smallest_p_value(n_baseline: int, n_candidate: int) -> float:
+    """The smallest one-sided exact Mann-Whitney p-value these sample sizes allow: 1 / C(n+m, n)."""
+    return 1.0 / math.comb(n_baseline + n_candidate, n_candidate)
+
+
+def _sample_problems(n_base: int, n_cand: int, base_cv: float, cand_cv: float, rule: GateRule) -> list[str]:
+    problems = []
+    if min(n_base, n_cand) < rule.min_trials:
+        problems.append(f"too few trials: {n_base} baseline, {n_cand} candidate (at least {rule.min_trials} a side)")
+    elif smallest_p_value(n_base, n_cand) > rule.alpha:
+        problems.append(
+            f"too few trials for the test to reach alpha {rule.alpha:g}: with {n_base} baseline and {n_cand} "
+            f"candidate trials its smallest p is {smallest_p_value(n_base, n_cand):.3g}"
+        )
+    for side, cv in (("baseline", base_cv), ("candidate", cand_cv)):
+        if cv > rule.max_trial_cv:
+            problems.append(f"{side} trials vary too much: CV {cv:.1%} > {rule.max_trial_cv:.0%}")
+    return problems
+
+
+def _evidence(ratio: Estimate, p_value: float, line: float) -> str:
+    return (f"median ratio {ratio.point:.3f} (95% CI {ratio.low:.3f}-{ratio.high:.3f}), line {line:.3f}, "
+            f"one-sided Mann-Whitney p = {p_value:.3g}")

@@ -1,0 +1,23 @@
+"""The results history: one SQLite row per trial, and each configuration's baseline.
+
+`rows` defines a trial (TrialRow) and its keys, `from_run` builds one from an assessed
+run, `store` keeps them (HistoryStore: append, frame, baseline), `baseline` groups a
+configuration's accepted trials into the nights the regression gate compares against.
+"""
+
+from harness.history.baseline import DEFAULT_BASELINE_BATCHES, Baseline, BaselineBatch
+from harness.history.from_run import trial_from_run
+from harness.history.rows import Source, TrialRow
+from harness.history.store import HISTORY_ENV, HistoryStore, default_history_path
+
+__all__ = [
+    "DEFAULT_BASELINE_BATCHES",
+    "HISTORY_ENV",
+    "Baseline",
+    "BaselineBatch",
+    "HistoryStore",
+    "Source",
+    "TrialRow",
+    "default_history_path",
+    "trial_from_run",
+]

