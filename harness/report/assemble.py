@@ -18,13 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.cells import HeadlineRow, assess_run, build_cells, headline, median_run
-from harness.analysis.gap import GapEntry, gap_table
+from harness.analysis.assess import assess_run_dirs
+from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headline, median_run
+from harness.analysis.gap import gap_table
 from harness.analysis.levels import level_name
-from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
-from harness.analysis.speed import RunTiming, normalise
-from harness.analysis.step_predict import predict_held_out, server_models
+from harness.analysis.step_predict import server_models
 from harness.errors import UsageError
 from harness.manifest import RunManifest
 from harness.report.document import Block, Bullets, Paragraph
@@ -48,23 +46,8 @@ def assemble_report(
     """
     if not run_dirs:
         raise UsageError("no run directories to analyse")
-    runs = [load_run(directory, allow_partial) for directory in run_dirs]
-    predictions = predict_held_out(runs)
-    measured = {data.manifest.run_id: metrics_for_run(data) for data in runs}
-    timings = {}
-    for data in runs:
-        metrics = measured[data.manifest.run_id]
-        if data.steps is not None and metrics.makespan_s > 0:
-            timings[data.manifest.run_id] = RunTiming(
-                data.steps, metrics.makespan_s, metrics.prompt_tokens + metrics.useful_tokens
-            )
-    common_fit, at_one_speed = normalise(timings)
-    assessed = []
-    for data in runs:
-        metrics = measured[data.manifest.run_id]
-        fitted = predictions.get(data.manifest.run_id)
-        entry = GapEntry.from_run(data, metrics, fitted.prediction if fitted else None)
-        assessed.append(assess_run(data, metrics, entry, at_one_speed.get(data.manifest.run_id)))
+    assessment = assess_run_dirs(run_dirs, allow_partial)
+    runs, assessed, predictions = assessment.runs, assessment.assessed, assessment.predictions
     cells = build_cells(assessed)
     rows = headline(cells)
     chosen, notes = [], list(caveats)
@@ -98,7 +81,8 @@ def assemble_report(
         extras,
         lead=[
             *partial_blocks(partial),
-            *headline_blocks(rows, smoke, common_fit, [figure.speed for figure in at_one_speed.values()]),
+            *headline_blocks(rows, smoke, assessment.common_fit,
+                            [run.normalised.speed for run in assessed if run.normalised is not None]),
         ],
         details=cell_blocks(cells),
         blocked=blocked,
@@ -106,7 +90,8 @@ def assemble_report(
         measured=[run.data.manifest for run in assessed],
     )
     return AssembledReport(
-        paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows, partial=partial
+        paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows, partial=partial,
+        assessed=assessed,
     )
 
 
@@ -155,3 +140,5 @@ class AssembledReport:
     headline: list[HeadlineRow]
     # One line per run that does not answer for its plan; empty for a whole report.
     partial: list[str]
+    # Every run as the report judged it (for the results history).
+    assessed: tuple[AssessedRun, ...] = ()
