@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,3 +145,22 @@ def _read_optional_json(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def find_run_dirs(paths: Sequence[Path]) -> list[Path]:
+    """The run directories `paths` name: runs themselves, a sweep's runs/ directory, or a
+    report directory (reproduce, nightly) holding runs/. UsageError when one is not a
+    directory or none holds a run.
+    """
+    found: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise UsageError(f"not a directory: {path}")
+        if (path / MANIFEST_FILE).exists():
+            found.append(path)
+            continue
+        inside = path / "runs" if (path / "runs").is_dir() else path
+        found += sorted(p for p in inside.iterdir() if (p / MANIFEST_FILE).exists())
+    if not found:
+        raise UsageError(f"no run directories (with {MANIFEST_FILE}) in {', '.join(map(str, paths))}")
+    return found

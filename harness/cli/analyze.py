@@ -11,7 +11,10 @@ from harness.errors import UsageError
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("analyze", help="analyse run directories and render the report")
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories (or a sweep's runs/ directory)")
+    parser.add_argument(
+        "runs", nargs="+", type=Path,
+        help="run directories, a sweep's runs/ directory, or a report directory holding runs/",
+    )
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.add_argument(
         "--allow-partial",
@@ -22,23 +25,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.records import MANIFEST_FILE
+    from harness.analysis.rundir import find_run_dirs
     from harness.report.assemble import assemble_report
 
     if args.out.is_dir() and any(args.out.iterdir()) and not (args.out / "report.md").is_file():
         raise UsageError(f"--out: {args.out} holds something other than an earlier report: choose a new directory")
-    run_dirs = []
-    for path in args.runs:
-        if not path.is_dir():
-            raise UsageError(f"not a directory: {path}")
-        if (path / MANIFEST_FILE).exists():
-            run_dirs.append(path)
-        else:
-            # A sweep's runs/ directory: every run directly inside it.
-            run_dirs += sorted(p for p in path.iterdir() if (p / MANIFEST_FILE).exists())
-    if not run_dirs:
-        raise UsageError(f"no run directories (with {MANIFEST_FILE}) in {', '.join(map(str, args.runs))}")
-    report = assemble_report(run_dirs, args.out, allow_partial=args.allow_partial)
+    report = assemble_report(find_run_dirs(args.runs), args.out, allow_partial=args.allow_partial)
     if report.partial:
         print(
             f"batchbench: warning: PARTIAL report: {len(report.partial)} runs do not answer for their plan",

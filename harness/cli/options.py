@@ -50,6 +50,18 @@ def writable_destination(path: Path) -> Path:
 OutDir = Annotated[Path, AfterValidator(writable_destination)]
 
 
+def writable_file(path: Path) -> Path:
+    """A file a command may write: not a directory, in a directory it can create or write."""
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a file")
+    writable_destination(path.parent)
+    return path
+
+
+OutFile = Annotated[Path, AfterValidator(writable_file)]
+Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
+
+
 def existing_directory(path: str) -> str:
     """A directory that is there (a tokenizer is read from one; nothing is downloaded)."""
     if not Path(path).expanduser().is_dir():
@@ -97,12 +109,37 @@ class AnalyzeOptions(_Options):
     out: OutDir
 
 
+class GateOutputs(_Options):
+    """Where a gate verdict may be written (gate, nightly)."""
+
+    history: OutFile | None
+    junit_xml: OutFile | None
+    json_file: OutFile | None
+    markdown: OutFile | None
+
+
+class GateOptions(GateOutputs):
+    threshold: Share
+    alpha: Share
+    last: Positive = Field(le=MAX_REPETITIONS)
+
+
+class NightlyOptions(GateOutputs):
+    out: OutDir | None
+
+
 OPTIONS: dict[str, type[_Options]] = {
     "serve": ServeOptions,
     "run": RunOptions,
     "reproduce": ReproduceOptions,
     "analyze": AnalyzeOptions,
+    "gate": GateOptions,
+    "nightly": NightlyOptions,
 }
+
+
+# Options whose attribute is not their flag's name (`json` would shadow BaseModel.json).
+FLAGS = {"json_file": "--json"}
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -115,7 +152,8 @@ def check_options(args: argparse.Namespace) -> None:
         model.model_validate({name: values[name] for name in model.model_fields if name in values})
     except ValidationError as exc:
         error = exc.errors()[0]
-        flag = "--" + str(error["loc"][0]).replace("_", "-")
+        name = str(error["loc"][0])
+        flag = FLAGS.get(name, "--" + name.replace("_", "-"))
         message = error["msg"].removeprefix("Value error, ")
         raise UsageError(f"{flag}: {message}{_echo(error)}") from exc
 

@@ -15,12 +15,14 @@ forks) with a busy timeout, and an append takes the write lock up front
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -121,6 +123,13 @@ class HistoryStore:
         with self._connection() as connection:
             return decode_frame(pd.read_sql(query, connection, params=params))
 
+    def trials(self, **filters: object) -> list[TrialRow]:
+        """The stored trials matching `filters` (as `frame` takes them), as TrialRows, oldest first."""
+        frame = self.frame(**filters)
+        fields = list(TrialRow.model_fields)
+        return [TrialRow.model_validate(_row_fields({str(k): v for k, v in record.items()}))
+                for record in frame[fields].to_dict("records")]
+
     def baseline(
         self,
         config_key: str,
@@ -188,6 +197,14 @@ def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
             connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
+
+
+def _row_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """A frame record as TrialRow fields: pandas' NaN and Timestamp back to None and datetime."""
+    fields = {name: (None if isinstance(value, float) and math.isnan(value) else value)
+              for name, value in record.items()}
+    fields["recorded_at"] = pd.Timestamp(record["recorded_at"]).to_pydatetime()
+    return fields
 
 
 def _param(value: object) -> SqlValue:

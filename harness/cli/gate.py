@@ -1,0 +1,79 @@
+"""`batchbench gate`: is a candidate's throughput a regression against a baseline?
+
+The candidate is a run, a reproduce or a nightly directory. The baseline is a pinned
+result directory (--baseline) or, by default, the last K accepted nightly batches of
+each configuration in the results history, from the same machine and server version
+(unless --pool-hardware / --pool-servers). Exit 0 pass, 1 regression, 3
+inconclusive, 2 bad input. This command judges stored results; `batchbench nightly`,
+which launches the server, adds trials to an inconclusive configuration by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from harness.gate.compare import METRIC_CHOICES
+
+GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+
+
+def add_gate_outputs(parser: argparse.ArgumentParser) -> None:
+    """Options of every command that gives a gate verdict (gate, nightly)."""
+    parser.add_argument("--history", type=Path, help="results history file (default: $BATCHBENCH_HISTORY, else"
+                        " ~/.local/share/batchbench/history.sqlite)")
+    parser.add_argument("--junit-xml", type=Path, help="also write the verdict as JUnit XML (one case per config)")
+    parser.add_argument("--json", dest="json_file", type=Path, help="also write the verdict as JSON")
+    parser.add_argument("--markdown", type=Path, help="also write the verdict as Markdown (it is appended to"
+                        f" ${GITHUB_STEP_SUMMARY} when that is set)")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("gate", help="judge a candidate's throughput against a baseline: pass, regression"
+                                   " or inconclusive (exit 0, 1, 3)")
+    parser.add_argument("candidate", type=Path, help="a run, reproduce or nightly directory")
+    parser.add_argument("--baseline", type=Path, help="a pinned baseline directory (default: the history's last"
+                        " accepted nightly batches)")
+    parser.add_argument("--last", type=int, default=7, help="baseline from history: the last K accepted batches"
+                        " (default 7)")
+    parser.add_argument("--threshold", type=float, default=0.05, help="smallest drop called a regression (default"
+                        " 0.05; widened to 3x the baseline's between-night noise)")
+    parser.add_argument("--alpha", type=float, default=0.02, help="significance of the one-sided Mann-Whitney test"
+                        " (default 0.02)")
+    parser.add_argument("--metric", choices=METRIC_CHOICES, default="auto", help="figure compared (default auto: the"
+                        " engine's total tok/s when every trial has it, else the client's)")
+    parser.add_argument("--pool-hardware", action="store_true", help="baseline from any machine, not only the"
+                        " candidate's")
+    parser.add_argument("--pool-servers", action="store_true", help="baseline from any server version, not only the"
+                        " candidate's")
+    add_gate_outputs(parser)
+    parser.set_defaults(handler=run)
+
+
+def destinations(args: argparse.Namespace):
+    """The files a gate verdict goes to, from the options `add_gate_outputs` defined."""
+    from harness.gate.publish import GateDestinations
+
+    summary = os.environ.get(GITHUB_STEP_SUMMARY)
+    return GateDestinations(args.junit_xml, args.json_file, args.markdown, Path(summary) if summary else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.gate.baselines import from_directory, from_history
+    from harness.gate.compare import gate
+    from harness.gate.publish import publish
+    from harness.gate.statistics import GateRule
+    from harness.gate.trials import trials_from_dir
+    from harness.history import HistoryStore, default_history_path
+
+    rule = GateRule(threshold=args.threshold, alpha=args.alpha)
+    candidate = trials_from_dir(args.candidate)
+    if args.baseline is not None:
+        baselines = from_directory(trials_from_dir(args.baseline), f"pinned {args.baseline}")
+    else:
+        store = HistoryStore(args.history or default_history_path())
+        baselines = from_history(store, candidate, args.last, args.pool_hardware, args.pool_servers)
+    result = gate(candidate, baselines, rule, args.metric)
+    publish(result, destinations(args))
+    return result.exit_code

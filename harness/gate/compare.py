@@ -1,0 +1,171 @@
+"""The gate over many configurations: group trials by configuration, judge each, add up.
+
+A candidate (a run, a reproduce or a nightly result) holds trials of one or more
+configurations (TrialRow.config_key). Each is judged against its baseline sample by
+`harness.gate.statistics.decide`; the gate's outcome is the worst of them: any
+regression, else any inconclusive, else pass. Pure: the trials come in as rows.
+
+The figure compared is throughput, tok/s, higher is better. By default the engine's
+own (engine_total_tok_s: measured at the source, without the client's network and
+streaming) when every trial on both sides has it, else Anyscale's total tok/s over the
+client's makespan; the output says which.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness.analysis.stats import Estimate, median_ci
+from harness.gate.statistics import GateRule, Outcome, Verdict, between_night_noise, decide
+from harness.history.rows import TrialRow
+
+MetricChoice = Literal["auto", "engine_total_tok_s", "total_tok_s", "output_tok_s"]
+METRIC_CHOICES: tuple[MetricChoice, ...] = ("auto", "engine_total_tok_s", "total_tok_s", "output_tok_s")
+EXIT_CODES: dict[Outcome, int] = {"pass": 0, "regression": 1, "inconclusive": 3}
+
+
+@dataclass(frozen=True)
+class BaselineSample:
+    """A configuration's baseline: its trials night by night (one night for a pinned result)."""
+
+    nights: tuple[tuple[TrialRow, ...], ...]
+    # Where it came from, for the output: "pinned <dir>" or "last 7 accepted nights".
+    description: str
+
+    @property
+    def trials(self) -> tuple[TrialRow, ...]:
+        return tuple(row for night in self.nights for row in night)
+
+
+@dataclass(frozen=True)
+class ConfigVerdict:
+    """One configuration's verdict, with the figures behind it."""
+
+    config_key: str
+    label: str
+    metric: str
+    candidate: Estimate
+    baseline: Estimate | None
+    verdict: Verdict | None
+    outcome: Outcome
+    reasons: tuple[str, ...]
+    baseline_description: str
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Every configuration's verdict and the gate's outcome (the worst of them)."""
+
+    configs: tuple[ConfigVerdict, ...]
+    rule: GateRule
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def outcome(self) -> Outcome:
+        outcomes = {config.outcome for config in self.configs}
+        if "regression" in outcomes:
+            return "regression"
+        return "inconclusive" if "inconclusive" in outcomes or not self.configs else "pass"
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass, 1 regression, 3 inconclusive (2 is bad input, raised before a result exists)."""
+        return EXIT_CODES[self.outcome]
+
+
+def group_by_config(rows: Sequence[TrialRow]) -> dict[str, list[TrialRow]]:
+    """Trials grouped by configuration, in first-seen order."""
+    groups: dict[str, list[TrialRow]] = {}
+    for row in rows:
+        groups.setdefault(row.config_key, []).append(row)
+    return groups
+
+
+def label(row: TrialRow) -> str:
+    """A configuration as people name it: workload, system, B and model."""
+    return f"{row.workload} {row.system} B={row.batch_size} {row.model}"
+
+
+def choose_metric(requested: MetricChoice, rows: Sequence[TrialRow]) -> str:
+    """The figure to compare: the engine's when `auto` and every row has one, else total tok/s."""
+    if requested != "auto":
+        return requested
+    return "engine_total_tok_s" if rows and all(_value(row, "engine_total_tok_s") for row in rows) else "total_tok_s"
+
+
+def judge_config(
+    candidate: Sequence[TrialRow],
+    baseline: BaselineSample | None,
+    rule: GateRule,
+    metric: MetricChoice = "auto",
+    first_night_passes: bool = False,
+) -> ConfigVerdict:
+    """One configuration's verdict: its candidate trials against its baseline sample.
+
+    No baseline: inconclusive, or, with `first_night_passes` (a nightly's first night of
+    a configuration), a pass that starts the baseline.
+    """
+    head = candidate[0]
+    chosen = choose_metric(metric, [*candidate, *(baseline.trials if baseline else ())])
+    values = _values(candidate, chosen)
+    estimate = median_ci(values) if values else Estimate(math.nan, math.nan, math.nan, 0, "no trial measured")
+    base_description = baseline.description if baseline else "none"
+
+    def result(outcome: Outcome, reasons: Sequence[str], base: Estimate | None = None,
+               verdict: Verdict | None = None) -> ConfigVerdict:
+        return ConfigVerdict(head.config_key, label(head), chosen, estimate, base, verdict, outcome,
+                             tuple(reasons), base_description)
+
+    if baseline is None or not baseline.trials:
+        if first_night_passes:
+            return result("pass", ["first night of this configuration on this machine and server: it starts the"
+                                   " baseline"])
+        return result("inconclusive", ["no baseline trials of this configuration"])
+    base_values = _values(baseline.trials, chosen)
+    if not values or not base_values:
+        side = "candidate" if not values else "baseline"
+        return result("inconclusive", [f"no {side} trial measured {chosen}"])
+    nights = [_values(night, chosen) for night in baseline.nights]
+    verdict = decide(base_values, values, rule, between_night_noise([night for night in nights if night]),
+                     problems=_problems(candidate, "candidate") + _problems(baseline.trials, "baseline"))
+    return result(verdict.outcome, verdict.reasons, median_ci(base_values), verdict)
+
+
+def gate(
+    candidate: Sequence[TrialRow],
+    baselines: Mapping[str, BaselineSample],
+    rule: GateRule,
+    metric: MetricChoice = "auto",
+    first_night_passes: bool = False,
+) -> GateResult:
+    """Judge every configuration of `candidate` against `baselines` (by config_key)."""
+    configs = tuple(
+        judge_config(rows, baselines.get(key), rule, metric, first_night_passes)
+        for key, rows in group_by_config(candidate).items()
+    )
+    return GateResult(configs, rule)
+
+
+def _value(row: TrialRow, metric: str) -> float | None:
+    value = getattr(row, metric)
+    return float(value) if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def _values(rows: Sequence[TrialRow], metric: str) -> list[float]:
+    return [value for value in (_value(row, metric) for row in rows) if value is not None]
+
+
+def _problems(rows: Sequence[TrialRow], side: str) -> list[str]:
+    """Why a side's trials cannot be trusted: failed requests, UNSTABLE health."""
+    problems = []
+    failed = sum(row.errors for row in rows)
+    if failed:
+        problems.append(f"{side} trials have {failed} failed requests")
+    unstable = [row for row in rows if not row.stable]
+    if unstable:
+        problems.append(f"{len(unstable)} of {len(rows)} {side} trials are UNSTABLE ({unstable[0].health_reasons[0]})"
+                        if unstable[0].health_reasons else f"{len(unstable)} {side} trials are UNSTABLE")
+    return problems

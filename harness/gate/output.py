@@ -1,0 +1,125 @@
+"""The gate's verdict written out: a terminal table, Markdown, JUnit XML and JSON.
+
+Only formatting: every figure comes computed in a GateResult (harness.gate.compare).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from harness.analysis.stats import Estimate
+from harness.gate.compare import ConfigVerdict, GateResult
+
+HEADER = ("configuration", "metric", "baseline (95% CI)", "candidate (95% CI)", "ratio (95% CI)", "p", "verdict", "why")
+VERDICT_WORDS = {"pass": "PASS", "regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}
+
+
+def _estimate(value: Estimate | None) -> str:
+    if value is None or not math.isfinite(value.point):
+        return "-"
+    return f"{value.point:,.0f} [{value.low:,.0f}-{value.high:,.0f}] n={value.n}"
+
+
+def _ratio(config: ConfigVerdict) -> str:
+    if config.verdict is None:
+        return "-"
+    ratio = config.verdict.ratio
+    return f"{ratio.point:.3f} [{ratio.low:.3f}-{ratio.high:.3f}]"
+
+
+def _p(config: ConfigVerdict) -> str:
+    return f"{config.verdict.p_value:.3g}" if config.verdict is not None else "-"
+
+
+def rows(result: GateResult) -> list[tuple[str, ...]]:
+    """One row of formatted cells per configuration, in HEADER's order."""
+    return [
+        (config.label, config.metric, _estimate(config.baseline), _estimate(config.candidate), _ratio(config),
+         _p(config), VERDICT_WORDS[config.outcome], config.reasons[0])
+        for config in result.configs
+    ]
+
+
+def summary_line(result: GateResult) -> str:
+    """The gate's outcome in one line, with its exit code."""
+    counts = {outcome: sum(c.outcome == outcome for c in result.configs) for outcome in VERDICT_WORDS}
+    parts = ", ".join(f"{n} {VERDICT_WORDS[outcome].lower()}" for outcome, n in counts.items() if n)
+    return (f"gate: {VERDICT_WORDS[result.outcome]} ({parts or 'no configuration'}; threshold"
+            f" {result.rule.threshold:.0%}, alpha {result.rule.alpha:g}) -> exit {result.exit_code}")
+
+
+def to_text(result: GateResult) -> str:
+    """A plain-text table for the terminal, then the outcome line."""
+    table = [HEADER, *rows(result)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER) - 1)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+             for row in table]
+    return "\n".join([*lines, *result.notes, summary_line(result)]) + "\n"
+
+
+def to_markdown(result: GateResult) -> str:
+    """The same table in Markdown (for $GITHUB_STEP_SUMMARY or a PR comment)."""
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    parts = [f"## Throughput gate: {VERDICT_WORDS[result.outcome]}", "", line(HEADER), line(("---",) * len(HEADER))]
+    parts += [line(row) for row in rows(result)]
+    details = [f"- **{c.label}** ({VERDICT_WORDS[c.outcome]}, baseline: {c.baseline_description}): "
+               + "; ".join(c.reasons) for c in result.configs]
+    return "\n".join([*parts, "", *details, *[f"- {note}" for note in result.notes], "", summary_line(result)]) + "\n"
+
+
+def to_junit_xml(result: GateResult) -> str:
+    """JUnit XML, one test case per configuration: a regression fails, inconclusive is skipped."""
+    suite = ET.Element("testsuite", name="batchbench gate", tests=str(len(result.configs)),
+                       failures=str(sum(c.outcome == "regression" for c in result.configs)),
+                       skipped=str(sum(c.outcome == "inconclusive" for c in result.configs)))
+    for config in result.configs:
+        case = ET.SubElement(suite, "testcase", classname="batchbench.gate", name=config.label)
+        message = "; ".join(config.reasons)
+        if config.outcome == "regression":
+            ET.SubElement(case, "failure", message=message, type="regression").text = message
+        elif config.outcome == "inconclusive":
+            ET.SubElement(case, "skipped", message=f"inconclusive: {message}")
+        ET.SubElement(case, "system-out").text = message
+    text: str = ET.tostring(suite, encoding="unicode", xml_declaration=True)
+    return text + "\n"
+
+
+def _estimate_json(value: Estimate | None) -> dict[str, Any] | None:
+    if value is None or not math.isfinite(value.point):
+        return None
+    return {"median": value.point, "low": value.low, "high": value.high, "n": value.n, "method": value.method}
+
+
+def to_json(result: GateResult) -> str:
+    """Every figure of the result, for machines."""
+    configs = []
+    for config in result.configs:
+        verdict = config.verdict
+        configs.append({
+            "configuration": config.label,
+            "config_key": config.config_key,
+            "metric": config.metric,
+            "outcome": config.outcome,
+            "reasons": list(config.reasons),
+            "baseline_source": config.baseline_description,
+            "baseline": _estimate_json(config.baseline),
+            "candidate": _estimate_json(config.candidate),
+            "ratio": _estimate_json(verdict.ratio) if verdict else None,
+            "p_value": verdict.p_value if verdict else None,
+            "effective_threshold": verdict.effective_threshold if verdict else None,
+            "between_night_noise": verdict.noise if verdict else None,
+        })
+    document = {
+        "outcome": result.outcome,
+        "exit_code": result.exit_code,
+        "rule": {"threshold": result.rule.threshold, "alpha": result.rule.alpha,
+                 "min_trials": result.rule.min_trials, "max_trial_cv": result.rule.max_trial_cv},
+        "notes": list(result.notes),
+        "configurations": configs,
+    }
+    return json.dumps(document, indent=2) + "\n"
