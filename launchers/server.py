@@ -19,6 +19,7 @@ from typing import Literal
 import httpx
 
 from harness.errors import ServerError, UsageError
+from harness.settings import Settings
 from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
@@ -38,7 +39,6 @@ SCHEDULER_CLASSES = {
     ("static", True): "launchers.static_scheduler.AsyncStaticBatchScheduler",
 }
 STEP_LOG_FILE = "steps.jsonl"
-SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
 _PROBE_VLLM = (
@@ -114,10 +114,13 @@ def build_command(
     python: str,
     vllm_build: VllmBuild,
     step_log: Path | None = None,
+    *,
+    pythonpath: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The exact argv and the environment overrides for a server; pure, no side effects.
 
     `step_log`: where the engine appends one line per step (none: not recorded).
+    `pythonpath`: the PYTHONPATH the server would inherit; the project root goes first.
     """
     async_scheduling = vllm_build.async_scheduling(spec.async_scheduling)
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args()]
@@ -127,7 +130,7 @@ def build_command(
     kv_cache_bytes = vllm_build.kv_cache_bytes(spec.kv_cache_bytes)
     if kv_cache_bytes is not None:
         argv += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
-    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), os.environ.get("PYTHONPATH"))}
+    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), pythonpath)}
     argv += ["--scheduler-cls", SCHEDULER_CLASSES[(spec.mode, async_scheduling)]]
     if spec.mode == "static":
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
@@ -322,7 +325,8 @@ def start(
         layout=layout,
     )
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    python = os.environ.get(SERVER_PYTHON_ENV, sys.executable)
+    settings = Settings.from_env()
+    python = settings.server_python
     # Cheap checks first: a busy port must not cost a model build (seconds on an empty cache).
     if port is None:
         port = free_port(host)
@@ -334,14 +338,14 @@ def start(
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "server.log"
     step_log = (directory / STEP_LOG_FILE).resolve()
-    argv, env_overrides = build_command(spec, resolved, port, python, vllm, step_log)
+    argv, env_overrides = build_command(spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **env_overrides},
+            env={**settings.environ, **env_overrides},
             start_new_session=True,
         )
     info = ServerInfo(
