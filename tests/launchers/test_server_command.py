@@ -103,6 +103,7 @@ def test_a_hub_id_passes_through_unchanged():
     ("kwargs", "message"),
     [
         ({"mode": "dynamic"}, "unknown mode 'dynamic'"),
+        ({"model": ""}, "model must not be empty"),
         ({"max_num_seqs": 0}, "max-num-seqs must be a positive integer"),
         ({"max_num_seqs": -3}, "max-num-seqs must be a positive integer"),
         ({"batch_wait_s": -1.0}, "batch-wait-s must be >= 0"),
