@@ -32,7 +32,7 @@ import numpy as np
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.analysis.stats import paired_ratio_ci
-from launchers import resolve_model, start
+from launchers import ServerSpec, resolve_model, start
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = "cpu-fixed-closed16"
@@ -144,7 +144,7 @@ def main() -> None:
     if args.endpoint:
         report = compare(args.endpoint, args.reps)
     else:
-        with start("continuous", "tiny", CONCURRENCY) as server:
+        with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=CONCURRENCY)) as server:
             report = compare(server.base_url, args.reps)
     report["telemetry_interval_s"] = float(TELEMETRY_INTERVAL_S)
     out = ROOT / "benchmarks" / "results" / args.result

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from launchers import start
+from launchers import ServerSpec, start
 from launchers.layout import Layout, apply_layout
 from launchers.process import group_members
 
@@ -104,8 +104,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     results: dict[str, list[dict[str, float]]] = {layout: [] for layout in LAYOUTS}
-    with tempfile.TemporaryDirectory() as logs, start("continuous", "tiny", STREAMS, layout="as-launched",
-                                                        log_dir=Path(logs)) as server:
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=STREAMS, layout="as-launched")
+    with tempfile.TemporaryDirectory() as logs, start(spec, log_dir=Path(logs)) as server:
         saturate(server.base_url)  # warm-up: compile the batch shapes
         for rep in range(args.reps):
             for layout in LAYOUTS:

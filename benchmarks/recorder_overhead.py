@@ -29,7 +29,7 @@ from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
 from harness.driver.runner import RunRequest, execute
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import load_specs
-from launchers import start
+from launchers import ServerSpec, start
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 16
@@ -41,7 +41,8 @@ ARMS = {"recorded": (), "plain": PLAIN_SCHEDULER}
 def measure(arm: str, workload: str, scratch: Path) -> float:
     """Output tok/s of one run of `workload` on a fresh continuous server of this arm."""
     spec = load_specs([workload])[0]
-    with start("continuous", "tiny", BATCH, extra_args=ARMS[arm], log_dir=scratch / "server") as server:
+    server_spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH, extra_args=ARMS[arm])
+    with start(server_spec, log_dir=scratch / "server") as server:
         endpoint = probe_endpoint(server.base_url, {}, None)
         warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
         out = scratch / "run"

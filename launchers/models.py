@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 
 from harness.analysis.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
 from harness.errors import UsageError
+from harness.settings import Settings
 
 TINY_SEED = 20231
 _SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
@@ -112,8 +112,8 @@ class ResolvedModel:
 
 
 def cache_root() -> Path:
-    """Where made models live (BATCHBENCH_CACHE or ~/.cache/batchbench)."""
-    return Path(os.environ.get("BATCHBENCH_CACHE", Path.home() / ".cache" / "batchbench"))
+    """Where made models live (BATCHBENCH_CACHE or ~/.cache/batchbench, see harness.settings)."""
+    return Settings.from_env().cache_dir
 
 
 def resolve_model(argument: str, seed: int = TINY_SEED) -> ResolvedModel:

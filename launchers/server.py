@@ -10,7 +10,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Literal
 import httpx
 
 from harness.errors import ServerError, UsageError
+from harness.settings import Settings
 from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
@@ -38,7 +39,6 @@ SCHEDULER_CLASSES = {
     ("static", True): "launchers.static_scheduler.AsyncStaticBatchScheduler",
 }
 STEP_LOG_FILE = "steps.jsonl"
-SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
 _PROBE_VLLM = (
@@ -76,6 +76,9 @@ class ServerSpec:
         resolve_layout(self.layout)
         if self.mode not in MODES:
             raise UsageError(f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}")
+        if not self.model:
+            # An empty path would resolve to the working directory.
+            raise UsageError("model must not be empty: use tiny, a profile name, a directory or a hub id")
         if isinstance(self.max_num_seqs, bool) or not isinstance(self.max_num_seqs, int) or self.max_num_seqs <= 0:
             raise UsageError(f"max-num-seqs must be a positive integer, got {self.max_num_seqs!r}")
         if self.batch_wait_s < 0:
@@ -114,10 +117,13 @@ def build_command(
     python: str,
     vllm_build: VllmBuild,
     step_log: Path | None = None,
+    *,
+    pythonpath: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The exact argv and the environment overrides for a server; pure, no side effects.
 
     `step_log`: where the engine appends one line per step (none: not recorded).
+    `pythonpath`: the PYTHONPATH the server would inherit; the project root goes first.
     """
     async_scheduling = vllm_build.async_scheduling(spec.async_scheduling)
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args()]
@@ -127,7 +133,7 @@ def build_command(
     kv_cache_bytes = vllm_build.kv_cache_bytes(spec.kv_cache_bytes)
     if kv_cache_bytes is not None:
         argv += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
-    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), os.environ.get("PYTHONPATH"))}
+    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), pythonpath)}
     argv += ["--scheduler-cls", SCHEDULER_CLASSES[(spec.mode, async_scheduling)]]
     if spec.mode == "static":
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
@@ -287,72 +293,52 @@ def default_log_dir(mode: str, port: int) -> Path:
 
 
 def start(
-    mode: Mode,
-    model: str,
-    max_num_seqs: int,
-    port: int | None = None,
-    host: str = "127.0.0.1",
-    extra_args: Sequence[str] = (),
+    spec: ServerSpec,
     *,
-    batch_wait_s: float = 0.0,
-    async_scheduling: bool | None = None,
-    kv_cache_bytes: int | None = None,
-    startup_timeout_s: float = 600.0,
-    layout: str = "auto",
     log_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ServerHandle:
-    """Start a vLLM server and wait until it serves; returns a handle (a context manager).
+    """Start the server `spec` describes and wait until it serves; returns a handle (a context manager).
 
-    Raises UsageError for bad arguments (unknown mode, missing model, busy port,
-    non-positive max_num_seqs, no vllm) and ServerError if the server dies or does
+    `log_dir`: where its log, server.json and step log go (default: a new runs/servers/ directory).
+    Raises UsageError for what cannot be started (missing model, busy port, no vllm; a bad
+    value already failed building the spec) and ServerError if the server dies or does
     not become ready in time; either way no process is left behind.
     """
-    spec = ServerSpec(
-        mode=mode,
-        model=model,
-        max_num_seqs=max_num_seqs,
-        host=host,
-        port=port,
-        extra_args=tuple(extra_args),
-        batch_wait_s=batch_wait_s,
-        async_scheduling=async_scheduling,
-        kv_cache_bytes=kv_cache_bytes,
-        startup_timeout_s=startup_timeout_s,
-        layout=layout,
-    )
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    python = os.environ.get(SERVER_PYTHON_ENV, sys.executable)
+    settings = Settings.from_env()
+    python = settings.server_python
     # Cheap checks first: a busy port must not cost a model build (seconds on an empty cache).
+    port = spec.port
     if port is None:
-        port = free_port(host)
+        port = free_port(spec.host)
     else:
-        ensure_port_free(host, port)
+        ensure_port_free(spec.host, port)
     vllm = probe_vllm(python)
-    resolved = resolve_model(model)
-    directory = Path(log_dir) if log_dir else default_log_dir(mode, port)
+    resolved = resolve_model(spec.model)
+    directory = Path(log_dir) if log_dir else default_log_dir(spec.mode, port)
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "server.log"
     step_log = (directory / STEP_LOG_FILE).resolve()
-    argv, env_overrides = build_command(spec, resolved, port, python, vllm, step_log)
+    argv, env_overrides = build_command(spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **env_overrides},
+            env={**settings.environ, **env_overrides},
             start_new_session=True,
         )
     info = ServerInfo(
-        mode=mode,
+        mode=spec.mode,
         model=resolved.argument,
         model_path=resolved.path,
         load_format=resolved.load_format,
-        max_num_seqs=max_num_seqs,
-        async_scheduling=vllm.async_scheduling(async_scheduling),
-        batch_wait_s=batch_wait_s,
-        base_url=f"http://{host}:{port}",
+        max_num_seqs=spec.max_num_seqs,
+        async_scheduling=vllm.async_scheduling(spec.async_scheduling),
+        batch_wait_s=spec.batch_wait_s,
+        base_url=f"http://{spec.host}:{port}",
         argv=argv,
         env_overrides=env_overrides,
         vllm_distribution=vllm.distribution,
@@ -363,10 +349,10 @@ def start(
     )
     handle = ServerHandle(process, info, log_path, spec)
     handle.write_info()
-    say(f"starting vLLM ({mode}, max-num-seqs {max_num_seqs}, model {resolved.argument}) on {info.base_url}")
+    say(f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument}) on {info.base_url}")
     try:
         handle.wait_ready(say)
-        handle.arrange(resolve_layout(layout))
+        handle.arrange(resolve_layout(spec.layout))
     except BaseException:
         handle.stop()
         raise

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from harness.driver.sse import SSEDecoder
-from launchers import Mode, ServerHandle, start
+from launchers import Mode, ServerHandle, ServerSpec, start
 
 
 class ServerPool:
@@ -33,7 +33,8 @@ class ServerPool:
             return self._handle
         self.close()
         log_dir = self._log_root / f"{mode}-b{max_num_seqs}-w{batch_wait_s}"
-        self._handle = start(mode, "tiny", max_num_seqs, batch_wait_s=batch_wait_s, log_dir=log_dir)
+        spec = ServerSpec(mode=mode, model="tiny", max_num_seqs=max_num_seqs, batch_wait_s=batch_wait_s)
+        self._handle = start(spec, log_dir=log_dir)
         self._key = key
         return self._handle
 

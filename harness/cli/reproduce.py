@@ -18,9 +18,9 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
-from harness.cli.serve import add_server_arguments, start_from_args
+from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
-from launchers import Mode
+from launchers import Mode, start
 
 # The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
 # the default to keep three repetitions of 20 s cells inside the time budget; add it
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     def target_for(mode: Mode, endpoint: str | None, stack: contextlib.ExitStack) -> SweepTarget:
         server_info, url = None, endpoint
         if endpoint is None:
-            server = stack.enter_context(start_from_args(args, mode, log_dir=out / "servers" / mode, progress=say))
+            server = stack.enter_context(start(server_spec(args, mode), log_dir=out / "servers" / mode, progress=say))
             url, server_info = server.base_url, asdict(server.info)
         assert url is not None, "the endpoint given, or the launched server's"
         # A launched server serves the model it was given; an endpoint must serve the one named.

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
-from harness.cli.serve import add_server_arguments, start_from_args
+from harness.cli.server_options import add_server_arguments, server_spec
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
+from harness.settings import Settings
 from harness.systems import SYSTEMS
-from launchers import MODES, Mode
+from launchers import MODES, Mode, start
 
 
 def add_parser(subparsers) -> None:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if args.launch:
             launch = cast(Mode, args.launch)  # _system checked it is one of MODES
             server = stack.enter_context(
-                start_from_args(args, launch, log_dir=args.out.parent / f".{args.out.name}-server")
+                start(server_spec(args, launch), log_dir=args.out.parent / f".{args.out.name}-server")
             )
             base_url, model, server_info = server.base_url, server.served_model, asdict(server.info)
         else:
@@ -141,7 +141,7 @@ def _system(args: argparse.Namespace) -> str:
 def _headers(api_key_env: str | None) -> dict[str, str]:
     if api_key_env is None:
         return {}
-    key = os.environ.get(api_key_env)
+    key = Settings.from_env().variable(api_key_env)
     if not key:
         raise UsageError(f"--api-key-env {api_key_env}: that environment variable is not set")
     return {"Authorization": f"Bearer {key}"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +109,10 @@ def load_tokenizer(source: str | None, info: EndpointInfo):
         )
     from transformers import AutoTokenizer
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Offline for this load only: a tokenizer is read from a directory, never downloaded, and
+    # a launched server must not inherit an offline switch the harness set for itself.
     try:
-        return AutoTokenizer.from_pretrained(str(Path(candidate).expanduser()))
+        return AutoTokenizer.from_pretrained(str(Path(candidate).expanduser()), local_files_only=True)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot load a tokenizer from {candidate}: {exc}".splitlines()[0]) from exc
 

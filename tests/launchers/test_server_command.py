@@ -103,6 +103,7 @@ def test_a_hub_id_passes_through_unchanged():
     ("kwargs", "message"),
     [
         ({"mode": "dynamic"}, "unknown mode 'dynamic'"),
+        ({"model": ""}, "model must not be empty"),
         ({"max_num_seqs": 0}, "max-num-seqs must be a positive integer"),
         ({"max_num_seqs": -3}, "max-num-seqs must be a positive integer"),
         ({"batch_wait_s": -1.0}, "batch-wait-s must be >= 0"),
@@ -128,3 +129,9 @@ def test_prefix_caching_is_off_unless_asked_for(mode):
     assert "--no-enable-prefix-caching" in argv
     asked, _ = argv_for(mode, "tiny", CPU, extra_args=("--enable-prefix-caching",))
     assert asked.index("--enable-prefix-caching") > asked.index("--no-enable-prefix-caching")  # the last flag wins
+
+
+def test_an_inherited_pythonpath_stays_behind_the_project_root():
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=4)
+    _, env = build_command(spec, resolve_model("tiny"), 8123, "/usr/bin/python3", CPU, pythonpath="/extra")
+    assert env["PYTHONPATH"] == f"{PROJECT_ROOT}{os.pathsep}/extra"

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from harness.errors import ServerError
-from launchers import start
+from launchers import ServerSpec, start
 
 pytestmark = pytest.mark.server
 
@@ -32,7 +32,7 @@ def test_stop_leaves_no_process_of_the_group(servers):
 
 def test_engine_crash_is_reported_not_hung(servers, tmp_path):
     servers.close()
-    with start("continuous", "tiny", 2, log_dir=tmp_path) as server:
+    with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=2), log_dir=tmp_path) as server:
         engine = next(p for p in map(psutil.Process, server.processes()) if "EngineCor" in p.name())
         os.kill(engine.pid, signal.SIGKILL)
         deadline = time.monotonic() + 60
@@ -48,7 +48,8 @@ def test_failed_start_up_quotes_the_log_and_leaves_nothing(servers, tmp_path):
     servers.close()
     before = {p.pid for p in psutil.process_iter()}
     with pytest.raises(ServerError) as raised:
-        start("continuous", "tiny", 2, extra_args=["--max-model-len", "999999"], log_dir=tmp_path)
+        spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=2, extra_args=("--max-model-len", "999999"))
+        start(spec, log_dir=tmp_path)
     message = str(raised.value)
     assert "last 40 lines of" in message and "max" in message.lower()
     leftovers = [

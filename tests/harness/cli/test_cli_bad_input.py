@@ -34,6 +34,7 @@ def assert_usage_error(result: subprocess.CompletedProcess, fragment: str) -> No
         (["serve", "--mode", "static", "--max-num-seqs", "many"], "--max-num-seqs: invalid int value"),
         (["serve", "--mode", "static", "--model", "./no/such/model"], "model path does not exist"),
         (["serve", "--mode", "static", "--model", "not a model"], "unknown model 'not a model'"),
+        (["serve", "--mode", "static", "--model", ""], "model must not be empty"),
         (["serve"], "--mode"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],

@@ -1,0 +1,53 @@
+"""The environment variables batchbench reads, read here and nowhere else.
+
+- `BATCHBENCH_CACHE` -> `Settings.cache_dir`: where made model directories live
+  (launchers.models); default `~/.cache/batchbench`.
+- `BATCHBENCH_SERVER_PYTHON` -> `Settings.server_python`: the interpreter a launched vLLM
+  server runs with; default this Python.
+- `PYTHONPATH` -> `Settings.pythonpath`: kept behind the project root on a launched
+  server's path.
+- the variable named by `run --api-key-env` -> `Settings.variable(name)`: the bearer token.
+
+A launched server inherits the whole environment (`Settings.environ`) with the launcher's
+overrides on top. Two variables are not read here: the ones the launcher sets for the
+plugins inside vLLM's engine process (launchers.engine_env), which only that process reads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+CACHE_ENV = "BATCHBENCH_CACHE"
+SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings the environment gives; build with `from_env`."""
+
+    cache_dir: Path
+    server_python: str
+    pythonpath: str | None
+    # The environment as read: what a launched server inherits. Kept out of repr, since it
+    # may hold secrets (an API key).
+    environ: Mapping[str, str] = field(repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings from `environ` (default: this process's environment), as of now."""
+        env = MappingProxyType(dict(os.environ if environ is None else environ))
+        return cls(
+            cache_dir=Path(env.get(CACHE_ENV, Path.home() / ".cache" / "batchbench")),
+            server_python=env.get(SERVER_PYTHON_ENV, sys.executable),
+            pythonpath=env.get("PYTHONPATH"),
+            environ=env,
+        )
+
+    def variable(self, name: str) -> str | None:
+        """A variable the user named on the command line (`--api-key-env`); None if unset."""
+        return self.environ.get(name)

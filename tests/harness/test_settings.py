@@ -1,0 +1,77 @@
+"""Settings come from the environment in one place (harness.settings), and only there."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from pathlib import Path
+
+from harness.driver.endpoint import EndpointInfo, load_tokenizer
+from harness.settings import Settings
+from launchers import resolve_model
+from launchers.models import cache_root
+
+ROOT = Path(__file__).resolve().parents[2]
+# The engine plugins run inside vLLM's process and read what the launcher set for them
+# (launchers.engine_env).
+READERS_ALLOWED = {"harness/settings.py", "launchers/static_scheduler.py", "launchers/step_recorder.py"}
+
+
+def test_defaults_from_an_empty_environment():
+    settings = Settings.from_env({})
+    assert settings.cache_dir == Path.home() / ".cache" / "batchbench"
+    assert settings.server_python == sys.executable
+    assert settings.pythonpath is None
+    assert settings.variable("BB_TEST_KEY") is None
+
+
+def test_values_from_the_environment():
+    environ = {
+        "BATCHBENCH_CACHE": "/srv/cache",
+        "BATCHBENCH_SERVER_PYTHON": "/opt/vllm/bin/python",
+        "PYTHONPATH": "/extra",
+        "BB_TEST_KEY": "secret",
+    }
+    settings = Settings.from_env(environ)
+    assert settings.cache_dir == Path("/srv/cache")
+    assert settings.server_python == "/opt/vllm/bin/python"
+    assert settings.pythonpath == "/extra"
+    assert settings.variable("BB_TEST_KEY") == "secret"
+    # A key in the environment must not end up in a log line or a traceback.
+    assert "secret" not in repr(settings)
+
+
+def test_settings_are_a_snapshot():
+    environ = {"BATCHBENCH_CACHE": "/a"}
+    settings = Settings.from_env(environ)
+    environ["BATCHBENCH_CACHE"] = "/b"
+    assert settings.cache_dir == Path("/a") and settings.environ["BATCHBENCH_CACHE"] == "/a"
+
+
+def test_model_cache_follows_the_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("BATCHBENCH_CACHE", str(tmp_path))
+    assert cache_root() == tmp_path
+
+
+def test_loading_a_tokenizer_does_not_switch_the_whole_process_offline(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    directory = resolve_model("tiny").path
+    tokenizer = load_tokenizer(None, EndpointInfo("http://127.0.0.1:1", "tiny", directory, None))
+    assert len(tokenizer("hello world")["input_ids"]) == 2
+    # Set process-wide, a server launched after this would inherit it (reproduce starts two).
+    assert "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_only_the_settings_module_reads_the_environment():
+    readers = set()
+    for folder in ("harness", "launchers"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in ("environ", "getenv", "environb")
+                    and getattr(node.value, "id", "") == "os"
+                ):
+                    readers.add(str(path.relative_to(ROOT)))
+    assert readers <= READERS_ALLOWED and "harness/settings.py" in readers
