@@ -6,6 +6,10 @@
   server runs with; default this Python.
 - `PYTHONPATH` -> `Settings.pythonpath`: kept behind the project root on a launched
   server's path.
+- `BATCHBENCH_HISTORY` -> `Settings.history_path`: the results history (harness.history);
+  default `~/.local/share/batchbench/history.sqlite`; `--history` overrides it.
+- `GITHUB_STEP_SUMMARY` -> `Settings.step_summary`: set by GitHub Actions; the gate
+  appends its Markdown verdict there.
 - the variable named by `run --api-key-env` -> `Settings.variable(name)`: the bearer token.
 
 A launched server inherits the whole environment (`Settings.environ`) with the launcher's
@@ -24,6 +28,8 @@ from types import MappingProxyType
 
 CACHE_ENV = "BATCHBENCH_CACHE"
 SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
+HISTORY_ENV = "BATCHBENCH_HISTORY"
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,8 @@ class Settings:
     cache_dir: Path
     server_python: str
     pythonpath: str | None
+    history_path: Path
+    step_summary: Path | None
     # The environment as read: what a launched server inherits. Kept out of repr, since it
     # may hold secrets (an API key).
     environ: Mapping[str, str] = field(repr=False)
@@ -45,6 +53,10 @@ class Settings:
             cache_dir=Path(env.get(CACHE_ENV, Path.home() / ".cache" / "batchbench")),
             server_python=env.get(SERVER_PYTHON_ENV, sys.executable),
             pythonpath=env.get("PYTHONPATH"),
+            # An empty value is unset, as shells and CI files often leave it.
+            history_path=Path(env.get(HISTORY_ENV) or Path.home() / ".local/share/batchbench/history.sqlite")
+            .expanduser(),
+            step_summary=Path(env[STEP_SUMMARY_ENV]) if env.get(STEP_SUMMARY_ENV) else None,
             environ=env,
         )
 

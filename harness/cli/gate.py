@@ -11,12 +11,11 @@ which launches the server, adds trials to an inconclusive configuration by itsel
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from harness.gate.compare import METRIC_CHOICES
-
-GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+from harness.gate.publish import GateDestinations
+from harness.settings import Settings
 
 
 def add_gate_outputs(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +25,7 @@ def add_gate_outputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit-xml", type=Path, help="also write the verdict as JUnit XML (one case per config)")
     parser.add_argument("--json", dest="json_file", type=Path, help="also write the verdict as JSON")
     parser.add_argument("--markdown", type=Path, help="also write the verdict as Markdown (it is appended to"
-                        f" ${GITHUB_STEP_SUMMARY} when that is set)")
+                        " $GITHUB_STEP_SUMMARY when that is set)")
 
 
 def add_parser(subparsers) -> None:
@@ -51,12 +50,9 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def destinations(args: argparse.Namespace):
+def destinations(args: argparse.Namespace, settings: Settings) -> GateDestinations:
     """The files a gate verdict goes to, from the options `add_gate_outputs` defined."""
-    from harness.gate.publish import GateDestinations
-
-    summary = os.environ.get(GITHUB_STEP_SUMMARY)
-    return GateDestinations(args.junit_xml, args.json_file, args.markdown, Path(summary) if summary else None)
+    return GateDestinations(args.junit_xml, args.json_file, args.markdown, settings.step_summary)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,15 +61,16 @@ def run(args: argparse.Namespace) -> int:
     from harness.gate.publish import publish
     from harness.gate.statistics import GateRule
     from harness.gate.trials import trials_from_dir
-    from harness.history import HistoryStore, default_history_path
+    from harness.history import HistoryStore
 
+    settings = Settings.from_env()
     rule = GateRule(threshold=args.threshold, alpha=args.alpha)
     candidate = trials_from_dir(args.candidate)
     if args.baseline is not None:
         baselines = from_directory(trials_from_dir(args.baseline), f"pinned {args.baseline}")
     else:
-        store = HistoryStore(args.history or default_history_path())
+        store = HistoryStore(args.history or settings.history_path)
         baselines = from_history(store, candidate, args.last, args.pool_hardware, args.pool_servers)
     result = gate(candidate, baselines, rule, args.metric)
-    publish(result, destinations(args))
+    publish(result, destinations(args, settings))
     return result.exit_code

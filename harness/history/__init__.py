@@ -8,16 +8,14 @@ configuration's accepted trials into the nights the regression gate compares aga
 from harness.history.baseline import DEFAULT_BASELINE_BATCHES, Baseline, BaselineBatch
 from harness.history.from_run import trial_from_run
 from harness.history.rows import Source, TrialRow
-from harness.history.store import HISTORY_ENV, HistoryStore, default_history_path
+from harness.history.store import HistoryStore
 
 __all__ = [
     "DEFAULT_BASELINE_BATCHES",
-    "HISTORY_ENV",
     "Baseline",
     "BaselineBatch",
     "HistoryStore",
     "Source",
     "TrialRow",
-    "default_history_path",
     "trial_from_run",
 ]

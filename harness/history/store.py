@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -40,21 +40,9 @@ from harness.history.schema import (
     to_time_text,
 )
 
-HISTORY_ENV = "BATCHBENCH_HISTORY"
 SqlValue = str | int | float
 # How long a writer waits for another's transaction before giving up.
 BUSY_TIMEOUT_S = 60.0
-
-
-def default_history_path(environ: Mapping[str, str] | None = None) -> Path:
-    """Where the history lives: $BATCHBENCH_HISTORY, else ~/.local/share/batchbench/history.sqlite.
-
-    The CLI's --history, when given, takes precedence over both.
-    """
-    configured = (os.environ if environ is None else environ).get(HISTORY_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".local" / "share" / "batchbench" / "history.sqlite"
 
 
 class HistoryStore:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.driver.endpoint import EndpointInfo, load_tokenizer
-from harness.settings import Settings
+from harness.settings import HISTORY_ENV, STEP_SUMMARY_ENV, Settings
 from launchers import resolve_model
 from launchers.models import cache_root
 
@@ -75,3 +75,14 @@ def test_only_the_settings_module_reads_the_environment():
                 ):
                     readers.add(str(path.relative_to(ROOT)))
     assert readers <= READERS_ALLOWED and "harness/settings.py" in readers
+
+
+def test_the_history_lives_where_the_environment_says_else_under_home():
+    assert Settings.from_env({HISTORY_ENV: "/data/bb.sqlite"}).history_path == Path("/data/bb.sqlite")
+    assert Settings.from_env({}).history_path == Path.home() / ".local/share/batchbench/history.sqlite"
+    assert Settings.from_env({HISTORY_ENV: ""}).history_path == Settings.from_env({}).history_path
+
+
+def test_the_github_step_summary_is_a_path_when_set():
+    assert Settings.from_env({STEP_SUMMARY_ENV: "/gh/summary.md"}).step_summary == Path("/gh/summary.md")
+    assert Settings.from_env({}).step_summary is None

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from harness.errors import UsageError
-from harness.history import HISTORY_ENV, HistoryStore, TrialRow, default_history_path
+from harness.history import HistoryStore, TrialRow
 from harness.history.schema import COLUMNS, SCHEMA_VERSION
 
 
@@ -99,8 +98,3 @@ def test_a_directory_that_cannot_be_made_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="cannot create its directory"):
         HistoryStore(blocker / "h.sqlite")
 
-
-def test_default_location_env_then_home():
-    assert default_history_path({HISTORY_ENV: "/data/bb.sqlite"}) == Path("/data/bb.sqlite")
-    assert default_history_path({}) == Path.home() / ".local/share/batchbench/history.sqlite"
-    assert default_history_path({HISTORY_ENV: ""}) == default_history_path({})
