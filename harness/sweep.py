@@ -43,8 +43,12 @@ def run_cells(
     runs_dir: Path,
     repetitions: int,
     progress: Callable[[str], None],
+    first_repetition: int = 1,
 ) -> list[Path]:
     """Run each cell `repetitions` times, in the order given; return the run directories.
+
+    Run directories are numbered from `first_repetition` (-r1, -r2, ...; no suffix for a
+    single repetition numbered 1), so a later call can add repetitions beside earlier ones.
 
     Repetitions are interleaved (every cell once, then every cell again), across
     servers too: the servers stay up side by side (an idle vLLM server sleeps), so a
@@ -55,9 +59,9 @@ def run_cells(
     for target in targets:
         warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
     made = []
-    for rep in range(repetitions):
+    for rep in range(first_repetition, first_repetition + repetitions):
         for cell in cells:
-            suffix = f"-r{rep + 1}" if repetitions > 1 else ""
+            suffix = f"-r{rep}" if repetitions > 1 or first_repetition > 1 else ""
             out = runs_dir / f"{cell.system}-{cell.spec.name}{suffix}"
             progress(f"[{cell.system}] {cell.spec.name}{suffix}")
             execute(_request(cell.target, cell.spec, cell.system, out, progress))

@@ -5,6 +5,12 @@ configurations (TrialRow.config_key). Each is judged against its baseline sample
 `harness.gate.statistics.decide`; the gate's outcome is the worst of them: any
 regression, else any inconclusive, else pass. Pure: the trials come in as rows.
 
+Trials with an UNSTABLE health verdict are set aside, on either side, and named in the
+reasons: they are not measurements. The gate judges the rest, so a configuration left
+with too few is inconclusive, and more trials (`nightly` adds them) can settle it; one
+disturbed trial does not block a night. Failed requests are a fault of the server, not
+noise: any makes the configuration inconclusive, with the count in the reasons.
+
 The figure compared is throughput, tok/s, higher is better. By default the engine's
 own (engine_total_tok_s: measured at the source, without the client's network and
 streaming) when every trial on both sides has it, else Anyscale's total tok/s over the
@@ -110,7 +116,8 @@ def judge_config(
     """
     head = candidate[0]
     chosen = choose_metric(metric, [*candidate, *(baseline.trials if baseline else ())])
-    values = _values(candidate, chosen)
+    usable, set_aside = _usable(candidate, "candidate")
+    values = _values(usable, chosen)
     estimate = median_ci(values) if values else Estimate(math.nan, math.nan, math.nan, 0, "no trial measured")
     base_description = baseline.description if baseline else "none"
 
@@ -120,18 +127,23 @@ def judge_config(
                              tuple(reasons), base_description)
 
     if baseline is None or not baseline.trials:
-        if first_night_passes:
+        failed = _failed(candidate, "candidate")
+        if first_night_passes and len(values) >= rule.min_trials and not failed:
             return result("pass", ["first night of this configuration on this machine and server: it starts the"
-                                   " baseline"])
-        return result("inconclusive", ["no baseline trials of this configuration"])
-    base_values = _values(baseline.trials, chosen)
+                                   " baseline", *set_aside])
+        short = failed if first_night_passes else ["no baseline trials of this configuration"]
+        if len(values) < rule.min_trials:
+            short.append(f"{len(values)} usable candidate trials, fewer than {rule.min_trials}")
+        return result("inconclusive", [*short, *set_aside])
+    nights = [_values(_usable(night, "baseline")[0], chosen) for night in baseline.nights]
+    base_values = [value for night in nights for value in night]
+    base_aside = _usable(baseline.trials, "baseline")[1]
     if not values or not base_values:
         side = "candidate" if not values else "baseline"
-        return result("inconclusive", [f"no {side} trial measured {chosen}"])
-    nights = [_values(night, chosen) for night in baseline.nights]
+        return result("inconclusive", [f"no usable {side} trial measured {chosen}", *set_aside, *base_aside])
     verdict = decide(base_values, values, rule, between_night_noise([night for night in nights if night]),
-                     problems=_problems(candidate, "candidate") + _problems(baseline.trials, "baseline"))
-    return result(verdict.outcome, verdict.reasons, median_ci(base_values), verdict)
+                     problems=_failed(candidate, "candidate") + _failed(baseline.trials, "baseline"))
+    return result(verdict.outcome, [*verdict.reasons, *set_aside, *base_aside], median_ci(base_values), verdict)
 
 
 def gate(
@@ -158,14 +170,18 @@ def _values(rows: Sequence[TrialRow], metric: str) -> list[float]:
     return [value for value in (_value(row, metric) for row in rows) if value is not None]
 
 
-def _problems(rows: Sequence[TrialRow], side: str) -> list[str]:
-    """Why a side's trials cannot be trusted: failed requests, UNSTABLE health."""
-    problems = []
-    failed = sum(row.errors for row in rows)
-    if failed:
-        problems.append(f"{side} trials have {failed} failed requests")
+def _usable(rows: Sequence[TrialRow], side: str) -> tuple[list[TrialRow], list[str]]:
+    """The STABLE trials, and why the others were set aside."""
     unstable = [row for row in rows if not row.stable]
-    if unstable:
-        problems.append(f"{len(unstable)} of {len(rows)} {side} trials are UNSTABLE ({unstable[0].health_reasons[0]})"
-                        if unstable[0].health_reasons else f"{len(unstable)} {side} trials are UNSTABLE")
-    return problems
+    if not unstable:
+        return list(rows), []
+    why = f" ({unstable[0].health_reasons[0]})" if unstable[0].health_reasons else ""
+    return [row for row in rows if row.stable], [f"{len(unstable)} {side} trials set aside: UNSTABLE{why}"]
+
+
+def _failed(rows: Sequence[TrialRow], side: str) -> list[str]:
+    """A reason when any of `rows` had failed requests."""
+    failed = [row for row in rows if row.errors]
+    if not failed:
+        return []
+    return [f"{len(failed)} {side} trials had {sum(row.errors for row in failed)} failed requests"]

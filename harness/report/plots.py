@@ -58,7 +58,7 @@ def throughput_plot(table: pd.DataFrame) -> bytes:
     ax.set_title("Throughput against spread of output lengths")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
-    return _png(fig)
+    return to_png(fig)
 
 
 def occupancy_plot(series: Mapping[str, pd.DataFrame], title: str) -> bytes:
@@ -76,7 +76,7 @@ def occupancy_plot(series: Mapping[str, pd.DataFrame], title: str) -> bytes:
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    return _png(fig)
+    return to_png(fig)
 
 
 def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> bytes:
@@ -106,7 +106,7 @@ def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> by
     axes[-1].set_xticks(range(len(groups)), groups)
     axes[0].legend(handles=[Patch(color=SYSTEM_COLORS[s], alpha=0.7, label=s) for s in SYSTEMS], fontsize="small")
     axes[0].set_title("Latency per request (whiskers 1.5 IQR, outliers hidden)")
-    return _png(fig)
+    return to_png(fig)
 
 
 def slot_diagram_plot(output_tokens: Sequence[int], B: int, diagrams: Sequence[SlotDiagram]) -> bytes:
@@ -139,10 +139,10 @@ def slot_diagram_plot(output_tokens: Sequence[int], B: int, diagrams: Sequence[S
     handles.append(Patch(facecolor=PADDING_COLOR, hatch="//", label="padding (naive)"))
     fig.legend(handles=handles, loc="lower center", ncols=len(handles), fontsize="small", frameon=False)
     fig.subplots_adjust(bottom=0.18, hspace=0.6)
-    return _png(fig)
+    return to_png(fig)
 
 
-def _png(fig: Figure) -> bytes:
+def to_png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     # No "Software" text chunk: the same figure gives the same bytes across matplotlib builds.
     fig.savefig(buffer, format="png", dpi=_DPI, bbox_inches="tight", metadata={"Software": None})

@@ -69,6 +69,18 @@ def render_report(
         *caveats_section(extras.caveats),
     ]
     out = Path(out_dir)
+    markdown, page, images = write_blocks(blocks, out, extras.title, "report")
+    paths = ReportPaths(markdown, page, out / "summary.json", images)
+    content = summary(facts, summary_extra)
+    paths.summary.write_text(json.dumps(content, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return paths
+
+
+def write_blocks(blocks: Sequence[Block], out: Path, title: str, stem: str) -> tuple[Path, Path, tuple[Path, ...]]:
+    """Write `blocks` as <stem>.md (+ images/*.png) and a self-contained <stem>.html in `out`.
+
+    Returns (markdown path, html path, image paths).
+    """
     (out / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
     images = []
     for block in blocks:
@@ -76,9 +88,7 @@ def render_report(
             path = out / IMAGES_DIR / f"{block.name}.png"
             path.write_bytes(block.png)
             images.append(path)
-    paths = ReportPaths(out / "report.md", out / "report.html", out / "summary.json", tuple(images))
-    paths.markdown.write_text(to_markdown(blocks), encoding="utf-8")
-    paths.html.write_text(to_html(blocks, extras.title), encoding="utf-8")
-    content = summary(facts, summary_extra)
-    paths.summary.write_text(json.dumps(content, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    return paths
+    markdown, page = out / f"{stem}.md", out / f"{stem}.html"
+    markdown.write_text(to_markdown(blocks), encoding="utf-8")
+    page.write_text(to_html(blocks, title), encoding="utf-8")
+    return markdown, page, tuple(images)

@@ -1,4 +1,4 @@
-"""A factory of history rows: one valid TrialRow, any field changed by keyword."""
+"""Shared by the history and gate tests: a factory of history rows (one valid TrialRow, any field changed)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,59 @@
+"""`batchbench nightly --suite FILE`: a night's runs, appended to the history, gated, trended.
+
+Exit 0 when every configuration passes (or starts its baseline), 1 on a regression,
+3 when a configuration stays inconclusive after the suite's extra trials, 2 on bad
+input. See harness.nightly.night for what a night does, in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from harness.cli.gate import add_gate_outputs, destinations
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("nightly", help="run a suite, append it to the history, gate it against the last"
+                                   " accepted nights and write the trend report (exit 0, 1 or 3)")
+    parser.add_argument("--suite", required=True, help="suite file, or a shipped suite: cpu-nightly, h100-nightly")
+    parser.add_argument("--out", type=Path, help="night directory (default: reports/nightly-<suite>-<date>-<host>)")
+    parser.add_argument("--accept", action="store_true", help="accept tonight into future baselines whatever the"
+                        " verdict (after an intended change of throughput)")
+    add_gate_outputs(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.driver.runner import require_new_dir
+    from harness.gate.publish import publish
+    from harness.history import HistoryStore
+    from harness.nightly.night import run_night
+    from harness.nightly.suite import load_suite
+    from harness.nightly.trend import trend_blocks
+    from harness.report.render import write_blocks
+    from harness.settings import Settings
+
+    settings = Settings.from_env()
+    loaded = load_suite(args.suite)
+    out = args.out or Path("reports") / f"nightly-{loaded.suite.name}-{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
+    require_new_dir(out, "night directory")
+    # Opened (and checked) before any server starts: a bad history file costs nothing.
+    store = HistoryStore(args.history or settings.history_path)
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    night = run_night(loaded, out, store, args.accept, say)
+    history = {}
+    for config in night.result.configs:
+        tonight = next(row for row in night.trials if row.config_key == config.config_key)
+        trials = store.frame(config_key=config.config_key, hardware_key=tonight.hardware_key)
+        history[config.config_key] = trials.loc[
+            (trials["server_name"] == tonight.server_name) & (trials["server_version"] == tonight.server_version)
+        ]
+    _, page, _ = write_blocks(trend_blocks(loaded.suite.name, night.result, history), out,
+                              f"Nightly trend: {loaded.suite.name}", "trend")
+    publish(night.result, destinations(args, settings))
+    say(f"{len(night.trials)} trials ({night.extra_rounds} extra rounds) appended to {store.path}; trend: {page}")
+    return night.result.exit_code

@@ -1,0 +1,109 @@
+"""One night of a suite: launch, run interleaved trials, gate, add trials where unsure, record.
+
+Each server mode the suite needs is started once and stays up; every (workload,
+system) runs once per round, rounds repeated `trials` times (harness.sweep), so drift
+hits every configuration alike. Tonight's trials are judged against the last accepted
+nights of the same configuration, machine and server (harness.gate); a configuration
+left inconclusive gets one more round of its own, up to the suite's budget. Then every
+trial goes into the history: accepted into future baselines when its configuration
+passed (or when the user accepts the night, e.g. after an intended change).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.analysis.assess import assess_run_dirs
+from harness.driver.endpoint import load_tokenizer, probe_endpoint
+from harness.gate.baselines import from_history
+from harness.gate.compare import GateResult, gate, group_by_config
+from harness.gate.statistics import GateRule
+from harness.history.from_run import trial_from_run
+from harness.history.rows import TrialRow
+from harness.history.store import HistoryStore
+from harness.nightly.suite import LoadedSuite
+from harness.sweep import SweepCell, SweepTarget, run_cells
+from launchers import Mode, ServerSpec, start
+
+
+@dataclass(frozen=True)
+class NightResult:
+    """What a night measured and decided."""
+
+    result: GateResult
+    trials: tuple[TrialRow, ...]
+    run_dirs: tuple[Path, ...]
+    extra_rounds: int
+
+
+def modes_needed(systems: Sequence[str]) -> list[Mode]:
+    """Server modes a suite's systems run on: naive is the client's, on the continuous server."""
+    modes: list[Mode] = []
+    if {"continuous", "naive"} & set(systems):
+        modes.append("continuous")
+    if "static" in systems:
+        modes.append("static")
+    return modes
+
+
+def server_spec(loaded: LoadedSuite, mode: Mode) -> ServerSpec:
+    """The suite's server in `mode`."""
+    server = loaded.suite.server
+    return ServerSpec(mode=mode, model=server.model, max_num_seqs=server.max_num_seqs,
+                      extra_args=server.vllm_args, kv_cache_bytes=server.kv_cache_bytes)
+
+
+def run_night(
+    loaded: LoadedSuite,
+    out: Path,
+    store: HistoryStore,
+    accept: bool,
+    say: Callable[[str], None],
+) -> NightResult:
+    """Run the suite into `out`/runs, gate it against the history, and append its trials."""
+    suite = loaded.suite
+    rule = GateRule(threshold=suite.gate.threshold)
+    batch = out.resolve().name
+    with contextlib.ExitStack() as stack:
+        targets: dict[Mode, SweepTarget] = {}
+        for mode in modes_needed(suite.systems):
+            server = stack.enter_context(start(server_spec(loaded, mode), log_dir=out / "servers" / mode,
+                                               progress=say))
+            info = probe_endpoint(server.base_url, {}, None)
+            targets[mode] = SweepTarget(info, load_tokenizer(None, info), suite.server.max_num_seqs,
+                                        asdict(server.info))
+        cells = [SweepCell(system, spec, targets["static" if system == "static" else "continuous"])
+                 for spec in loaded.specs for system in suite.systems]
+        run_dirs = run_cells(cells, out / "runs", suite.trials, say)
+        trials = _trials(run_dirs, batch)
+        result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
+                      first_night_passes=True)
+        rounds = 0
+        while rounds < suite.gate.extra_trials and (unsure := _inconclusive(result, trials)):
+            rounds += 1
+            say(f"{len(unsure)} configurations inconclusive: extra round {rounds} of {suite.gate.extra_trials}")
+            again = [cell for cell in cells if (cell.system, cell.spec.name) in unsure]
+            run_dirs += run_cells(again, out / "runs", 1, say, first_repetition=suite.trials + rounds)
+            trials = _trials(run_dirs, batch)
+            result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
+                          first_night_passes=True)
+    passed = {config.config_key for config in result.configs if config.outcome == "pass"}
+    recorded = [row.model_copy(update={"accepted": accept or row.config_key in passed}) for row in trials]
+    store.append(recorded)
+    return NightResult(result, tuple(recorded), tuple(run_dirs), rounds)
+
+
+def _trials(run_dirs: Sequence[Path], batch: str) -> list[TrialRow]:
+    # Assessed together, as the report would: one machine-speed fit over the night.
+    assessment = assess_run_dirs(run_dirs, allow_partial=True)
+    return [trial_from_run(run, source="nightly", batch_id=batch, accepted=False) for run in assessment.assessed]
+
+
+def _inconclusive(result: GateResult, trials: Sequence[TrialRow]) -> set[tuple[str, str]]:
+    """(system, workload) of every configuration the gate could not decide."""
+    by_key = group_by_config(trials)
+    return {(by_key[c.config_key][0].system, by_key[c.config_key][0].workload)
+            for c in result.configs if c.outcome == "inconclusive"}

@@ -1,0 +1,100 @@
+"""The trend report: each configuration's throughput night by night, its baseline band,
+its change points (harness.nightly.changes) and the nights the gate did not accept.
+
+`night_series` reduces history rows to one point per night (a batch of trials);
+`trend_plot` draws one configuration; `trend_blocks` lays the whole report out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from harness.gate.compare import ConfigVerdict, GateResult
+from harness.gate.output import HEADER, rows, summary_line
+from harness.nightly.changes import ChangePoint, change_points
+from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
+from harness.report.plots import to_png
+
+
+@dataclass(frozen=True)
+class NightPoint:
+    """One night of one configuration: the median of its trials and their range."""
+
+    batch_id: str
+    recorded_at: pd.Timestamp
+    median: float
+    low: float
+    high: float
+    trials: int
+    accepted: bool
+
+
+def night_series(trials: pd.DataFrame, metric: str) -> list[NightPoint]:
+    """One point per batch of one configuration's trials (the store's frame), oldest first."""
+    points = []
+    for batch_id, night in trials.loc[trials[metric].notna()].groupby("batch_id", sort=False):
+        values = night[metric].to_numpy(dtype=float)
+        points.append(NightPoint(str(batch_id), night["recorded_at"].max(), float(np.median(values)),
+                                 float(values.min()), float(values.max()), len(values), bool(night["accepted"].all())))
+    return sorted(points, key=lambda point: point.recorded_at)
+
+
+def trend_plot(points: Sequence[NightPoint], verdict: ConfigVerdict, changes: Sequence[ChangePoint]) -> bytes:
+    """Nightly medians with their trial range; the baseline band; change points; unaccepted nights."""
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.add_subplot()
+    x = np.arange(len(points))
+    medians = np.array([p.median for p in points])
+    spread = np.array([[p.median - p.low for p in points], [p.high - p.median for p in points]])
+    ax.errorbar(x, medians, yerr=spread, color="#1b9e77", marker="o", capsize=3, label="night: median, trial range")
+    flagged = [i for i, p in enumerate(points) if not p.accepted]
+    if flagged:
+        ax.plot(x[flagged], medians[flagged], linestyle="none", marker="X", markersize=10, color="#d62728",
+                label="not accepted (regression or inconclusive)")
+    if verdict.baseline is not None and verdict.verdict is not None and math.isfinite(verdict.baseline.point):
+        base = verdict.baseline.point
+        ax.axhspan(base * verdict.verdict.line, base, color="#1b9e77", alpha=0.12,
+                   label=f"baseline median down to the {verdict.verdict.effective_threshold:.0%} line")
+    for change in changes:
+        ax.axvline(change.index - 0.5, color="#7570b3", linestyle="--",
+                   label=f"change point ({change.change:+.1%}, p={change.pvalue:.1g})")
+    ax.set_xticks(x, [p.recorded_at.strftime("%m-%d %H:%M") for p in points], rotation=30, ha="right",
+                  fontsize="small")
+    ax.set_ylabel(f"{verdict.metric.replace('_', ' ')}")
+    ax.set_title(verdict.label, fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="x-small", loc="lower left")
+    return to_png(fig)
+
+
+def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame]) -> list[Block]:
+    """The trend report: tonight's verdict table, then one figure per configuration.
+
+    `history` holds each configuration's trials (the store's frame, tonight's included),
+    from this machine and server, by config_key.
+    """
+    blocks: list[Block] = [
+        Heading(f"Nightly trend: {suite_name}", 1),
+        Paragraph(summary_line(result)),
+        Table(HEADER, tuple(rows(result)), table_id="gate", numeric=False),
+    ]
+    for index, config in enumerate(result.configs):
+        trials = history.get(config.config_key)
+        points = night_series(trials, config.metric) if trials is not None else []
+        if not points:
+            continue
+        changes = change_points([p.median for p in points])
+        blocks.append(Heading(config.label, 2))
+        blocks.append(Image(f"trend-{index}", trend_plot(points, config, changes),
+                            f"{config.label}: {len(points)} nights; tonight {config.outcome}"))
+        notes = [f"change point before {points[c.index].batch_id}: {c.before:,.0f} -> {c.after:,.0f}"
+                 f" ({c.change:+.1%}, p = {c.pvalue:.2g})" for c in changes]
+        notes.append("; ".join(config.reasons))
+        blocks.append(Bullets(tuple(notes)))
+    return blocks
