@@ -65,7 +65,7 @@ def ours(base_url: str, scratch: Path, rep: int) -> dict[str, float]:
     cpu = client_cpu_s()
     subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--workload", WORKLOAD, "--endpoint", base_url,
-         "--model", "tiny", "--max-num-seqs", str(CONCURRENCY), "--out", str(out), "--no-warmup",
+         "--model", "tiny", "--max-num-seqs", str(CONCURRENCY), "--out", str(out), "--no-warmup", "--no-history",
          "--telemetry-interval-s", TELEMETRY_INTERVAL_S],
         check=True, capture_output=True, text=True,
     )

@@ -1,4 +1,4 @@
-"""Shared fixtures: real vLLM servers (one at a time) and a streaming request helper."""
+"""Shared fixtures: a private results history, real vLLM servers (one at a time), a streaming helper."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ import pytest
 
 from harness.driver.sse import SSEDecoder
 from launchers import Mode, ServerHandle, ServerSpec, start
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_history(tmp_path_factory):
+    """Every command a test runs appends to a history of its own, never the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BATCHBENCH_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
+        yield
 
 
 class ServerPool:

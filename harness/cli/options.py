@@ -92,6 +92,7 @@ class ServeOptions(ServerOptions):
 
 class RunOptions(ServerOptions):
     out: OutDir
+    history: OutFile | None
     tokenizer: ExistingDir | None
     telemetry_interval_s: Seconds
     stall_timeout_s: Seconds
@@ -101,6 +102,7 @@ class RunOptions(ServerOptions):
 
 class ReproduceOptions(ServerOptions):
     out: OutDir | None
+    history: OutFile | None
     tokenizer: ExistingDir | None
     repetitions: Positive = Field(le=MAX_REPETITIONS)
 

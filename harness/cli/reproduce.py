@@ -20,6 +20,7 @@ from pathlib import Path
 
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
+from harness.history.record import add_history_arguments
 from launchers import Mode, start
 
 # The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
@@ -80,6 +81,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
     parser.add_argument("--static-endpoint", help="an already running static-batching server")
     parser.add_argument("--tokenizer", help="tokenizer directory when the endpoints' model is not local")
+    add_history_arguments(parser)
     add_server_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -87,7 +89,10 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import require_new_dir
+    from harness.history import HistoryStore
+    from harness.history.record import record
     from harness.report.assemble import assemble_report
+    from harness.settings import Settings
     from harness.sweep import SweepCell, SweepTarget, run_cells
     from harness.workload import load_specs
 
@@ -101,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
                  for spec in specs]
     out = args.out or Path("reports") / f"{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
     require_new_dir(out, "report directory")
+    store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
     runs_dir = out / "runs"
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
@@ -132,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
     report = assemble_report(
         run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick, allow_partial=True
     )
+    if store is not None:
+        record(store, report.assessed, "reproduce", out.name)
     minutes = (time.monotonic() - began) / 60
     say(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
     print(report.paths.html)

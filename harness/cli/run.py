@@ -13,6 +13,7 @@ from harness.cli.server_options import add_server_arguments, server_spec
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
+from harness.history.record import add_history_arguments
 from harness.settings import Settings
 from harness.systems import SYSTEMS
 from launchers import MODES, Mode, start
@@ -57,14 +58,18 @@ def add_parser(subparsers) -> None:
         "--max-users", type=int, default=DEFAULT_MAX_USERS,
         help=f"most concurrent users for open-loop arrivals (default {DEFAULT_MAX_USERS})",
     )
+    add_history_arguments(parser)
     add_server_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.analysis.assess import assess_run_dirs
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import RunRequest, execute, require_new_dir
     from harness.driver.work import check_fits
+    from harness.history import HistoryStore
+    from harness.history.record import record
     from harness.workload import build_plan, load_spec
 
     spec = load_spec(args.workload)
@@ -72,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     headers = _headers(args.api_key_env)
     # Checked before a server is started, not only when the run begins.
     require_new_dir(args.out)
+    store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
     plan = build_plan(spec)
     with contextlib.ExitStack() as stack:
         server_info = None
@@ -103,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
                 ui=args.ui,
             )
         )
+    if store is not None:
+        record(store, assess_run_dirs([args.out], allow_partial=True).assessed, "run", args.out.name)
     return exit_code(outcome, args.allow_length_mismatch, args.out)
 
 

