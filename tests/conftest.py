@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -160,3 +163,43 @@ def faulty():
     yield make
     for proxy in made:
         proxy.close()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of Debian's chromium, installed with apt-get once per session if missing."""
+    if shutil.which("chromium") is None:
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, timeout=900)
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail("chromium is not installed and apt-get could not install it")
+    return path
+
+
+# A probe script, added to a page, reports through the document title how many images it
+# has and how many loaded.
+IMAGE_PROBE = """<script>window.addEventListener('load', () => {
+  const images = [...document.images];
+  document.title = JSON.stringify({images: images.length,
+    loaded: images.filter(i => i.complete && i.naturalWidth > 0).length});
+});</script></body>"""
+
+
+@pytest.fixture
+def images_in_chromium(chromium, tmp_path):
+    """A function: (images, loaded) of an HTML page as headless Chromium renders it."""
+    def count(page: Path) -> tuple[int, int]:
+        probed = tmp_path / f"probed-{page.name}"
+        probed.write_text(page.read_text().replace("</body>", IMAGE_PROBE))
+        result = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
+            capture_output=True, text=True, timeout=180,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        seen = json.loads(result.stdout.split("<title>", 1)[1].split("</title>", 1)[0].replace("&quot;", '"'))
+        return seen["images"], seen["loaded"]
+
+    return count

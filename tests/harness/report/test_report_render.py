@@ -314,7 +314,7 @@ def test_analyze_will_not_write_its_report_into_a_run(run_dir):
 
 
 # The report as a person sees it: report.html in headless Chromium (the `chromium`
-# fixture, tests/harness/report/conftest.py, installs it in the set-up if missing). A
+# fixture, tests/conftest.py, installs it in the set-up if missing). A
 # probe script reports through the document title.
 CHROMIUM_PROBE = """<script>window.addEventListener('load', () => {
   const images = [...document.images];

@@ -1,0 +1,57 @@
+"""The trend report: one point per night, a figure per configuration, every image in the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.gate.baselines import from_history
+from harness.gate.compare import gate
+from harness.gate.statistics import GateRule
+from harness.history import HistoryStore
+from harness.nightly.trend import night_series, trend_blocks
+from harness.report.document import Image
+from harness.report.render import write_blocks
+
+STEADY = [1000.0, 1010.0, 990.0, 1005.0]
+
+
+@pytest.fixture
+def history(tmp_path, make_night):
+    """Twelve accepted nights, the last four 10% slower, and tonight slower still."""
+    store = HistoryStore(tmp_path / "history.sqlite")
+    for day in range(12):
+        scale = 0.9 if day >= 8 else 1.0
+        store.append(make_night(f"n{day:02d}", day, [v * scale for v in STEADY], accepted=day < 8))
+    tonight = make_night("tonight", 13, [v * 0.8 for v in STEADY], accepted=False)
+    return store, tonight
+
+
+def test_each_night_is_one_point_with_its_range(history):
+    store, _ = history
+    points = night_series(store.frame(), "total_tok_s")
+    assert [p.batch_id for p in points] == [f"n{day:02d}" for day in range(12)]
+    assert points[0].median == pytest.approx(1002.5) and (points[0].low, points[0].high) == (990.0, 1010.0)
+    assert [p.accepted for p in points] == [True] * 8 + [False] * 4
+
+
+def written_trend(history, tmp_path):
+    store, tonight = history
+    result = gate(tonight, from_history(store, tonight, 7), GateRule(), "total_tok_s")
+    assert result.outcome == "regression"
+    store.append(tonight)
+    blocks = trend_blocks("test", result, {tonight[0].config_key: store.frame()})
+    assert sum(isinstance(block, Image) for block in blocks) == 1
+    return write_blocks(blocks, tmp_path / "trend", "Nightly trend: test", "trend")
+
+
+def test_the_trend_report_names_the_change_point_and_tonight(history, tmp_path):
+    markdown, _, images = written_trend(history, tmp_path)
+    text = markdown.read_text()
+    assert "change point before n08: 1,002 -> 902 (-10.0%" in text and "REGRESSION" in text
+    assert len(images) == 1 and images[0].stat().st_size > 10_000
+
+
+@pytest.mark.browser
+def test_the_trend_report_loads_every_image_in_chromium(history, tmp_path, images_in_chromium):
+    _, page, _ = written_trend(history, tmp_path)
+    assert images_in_chromium(page) == (1, 1)
