@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gevent
 from gevent.event import Event
@@ -22,9 +22,22 @@ from harness.driver.work import NO_WAVE, WorkItem
 
 
 class Dispatcher:
-    """Shared by every user of one run; all methods are called from greenlets."""
+    """Shared by every user of one run; all methods are called from greenlets.
 
-    def __init__(self, items: Sequence[WorkItem], duration_s: float | None = None) -> None:
+    `clock` (seconds) and `sleep` are the run's time: by default the wall clock, which the
+    request records share, and gevent's sleep. Tests pass a simulated pair.
+    """
+
+    def __init__(
+        self,
+        items: Sequence[WorkItem],
+        duration_s: float | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = gevent.sleep,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep
         self._pending = deque(items)
         self.total = len(items)
         self.duration_s = duration_s
@@ -44,7 +57,7 @@ class Dispatcher:
 
     def open(self) -> float:
         """Start the run clock now; users waiting in `next_item` begin."""
-        self.start_s = time.time()
+        self.start_s = self._clock()
         self._opened.set()
         return self.start_s
 
@@ -82,7 +95,7 @@ class Dispatcher:
         """Sleep until the item's planned send time (no-op if it is due or unscheduled)."""
         due = self.scheduled_s(item)
         if due is not None:
-            gevent.sleep(max(0.0, due - time.time()))
+            self._sleep(max(0.0, due - self._clock()))
 
     def done(self, item: WorkItem) -> None:
         """Mark an item finished (whatever its outcome)."""
@@ -99,7 +112,7 @@ class Dispatcher:
         if self.duration_s is None:
             return False
         assert self.start_s is not None, "next_item waits for open()"
-        return time.time() - self.start_s >= self.duration_s
+        return self._clock() - self.start_s >= self.duration_s
 
     def _check_finished(self) -> None:
         if not self._pending and self._in_flight == 0:

@@ -1,4 +1,8 @@
-"""The dispatcher's orders: open-loop schedule, closed loop, and naive wave barriers."""
+"""The dispatcher's orders: open-loop schedule, closed loop, and naive wave barriers.
+
+The users and the dispatcher run on simulated time (conftest.SimulatedTime): the
+instants asserted are exact, not windows that a loaded machine can miss.
+"""
 
 from __future__ import annotations
 
@@ -14,66 +18,85 @@ def item(i: int, wave: int = NO_WAVE, arrival: float | None = None) -> WorkItem:
     return WorkItem(i, "p", 8, 10, 10, wave, arrival)
 
 
-def drive(dispatcher: Dispatcher, users: int, service_s) -> list[tuple[str, int, float]]:
+def dispatcher_on(clock, items: list[WorkItem], duration_s: float | None = None) -> Dispatcher:
+    return Dispatcher(items, duration_s, clock=clock, sleep=clock.sleep)
+
+
+def drive(dispatcher: Dispatcher, clock, users: int, service_s) -> list[tuple[str, int, float]]:
     """Simulated users: take an item, wait for its schedule, 'serve' it, repeat."""
     log: list[tuple[str, int, float]] = []
 
     def user() -> None:
         while (work := dispatcher.next_item()) is not None:
             dispatcher.wait_for_schedule(work)
-            log.append(("start", work.request_id, time.time()))
-            gevent.sleep(service_s(work))
-            log.append(("end", work.request_id, time.time()))
+            log.append(("start", work.request_id, clock()))
+            clock.sleep(service_s(work))
+            log.append(("end", work.request_id, clock()))
             dispatcher.done(work)
 
     greenlets = [gevent.spawn(user) for _ in range(users)]
     dispatcher.open()
-    assert dispatcher.finished.wait(timeout=10)
+    assert clock.run_until(dispatcher.finished)
     gevent.joinall(greenlets, timeout=5)
     return log
 
 
-def test_naive_waves_start_only_after_the_previous_wave_finished():
+def test_naive_waves_start_only_after_the_previous_wave_finished(simulated_time):
     items = [item(i, wave=i // 2) for i in range(6)]
     # Request 0 is slow: its wave-mate and the whole next wave must wait for it.
-    log = drive(Dispatcher(items), users=2, service_s=lambda w: 0.2 if w.request_id == 0 else 0.01)
+    log = drive(
+        dispatcher_on(simulated_time, items),
+        simulated_time,
+        users=2,
+        service_s=lambda w: 0.2 if w.request_id == 0 else 0.01,
+    )
     end = {rid: t for kind, rid, t in log if kind == "end"}
     start = {rid: t for kind, rid, t in log if kind == "start"}
     assert min(start[2], start[3]) >= end[0]
     assert min(start[4], start[5]) >= max(end[2], end[3])
 
 
-def test_open_loop_sends_at_the_planned_offsets():
+def test_open_loop_sends_at_the_planned_offsets(simulated_time):
     items = [item(i, arrival=0.1 * i) for i in range(4)]
-    dispatcher = Dispatcher(items)
-    log = drive(dispatcher, users=4, service_s=lambda w: 0.01)
+    dispatcher = dispatcher_on(simulated_time, items)
+    log = drive(dispatcher, simulated_time, users=4, service_s=lambda w: 0.01)
+    assert dispatcher.start_s is not None
     for kind, rid, t in log:
         if kind == "start":
-            # Never early; late by less than the spacing (a loaded machine adds ms, not slots).
+            # Never early; late by less than the spacing.
             assert 0.1 * rid - 0.005 <= t - dispatcher.start_s < 0.1 * (rid + 1)
 
 
-def test_closed_loop_keeps_at_most_users_in_flight_and_finishes_everything():
+def test_closed_loop_keeps_at_most_users_in_flight_and_finishes_everything(simulated_time):
     in_flight, peak = 0, 0
-    dispatcher = Dispatcher([item(i) for i in range(10)])
-    for kind, _, _ in sorted(drive(dispatcher, users=3, service_s=lambda w: 0.01), key=lambda e: e[2]):
+    dispatcher = dispatcher_on(simulated_time, [item(i) for i in range(10)])
+    # Stable sort: events at one instant keep the order they happened in.
+    log = drive(dispatcher, simulated_time, users=3, service_s=lambda w: 0.01)
+    for kind, _, _ in sorted(log, key=lambda e: e[2]):
         in_flight += 1 if kind == "start" else -1
         peak = max(peak, in_flight)
     assert peak == 3
     assert dispatcher.completed == 10
 
 
-def test_duration_stops_handing_out_work():
-    dispatcher = Dispatcher([item(i) for i in range(1000)], duration_s=0.2)
-    drive(dispatcher, users=2, service_s=lambda w: 0.02)
+def test_duration_stops_handing_out_work(simulated_time):
+    dispatcher = dispatcher_on(simulated_time, [item(i) for i in range(1000)], duration_s=0.2)
+    drive(dispatcher, simulated_time, users=2, service_s=lambda w: 0.02)
     assert 10 <= dispatcher.completed <= 30
     # The unreached tail of the closed loop's pool is named, not silently dropped.
     assert sorted(dispatcher.handed_out) == list(range(dispatcher.completed))
     assert dispatcher.not_due == list(range(dispatcher.completed, 1000))
 
 
-def test_a_late_scheduled_request_is_sent_after_the_duration_not_dropped():
+def test_a_late_scheduled_request_is_sent_after_the_duration_not_dropped(simulated_time):
     # Due at 0.1 s each, but one user serving 0.2 s per request falls behind past the duration.
-    dispatcher = Dispatcher([item(i, arrival=0.1 * i) for i in range(3)], duration_s=0.25)
-    drive(dispatcher, users=1, service_s=lambda w: 0.2)
+    dispatcher = dispatcher_on(simulated_time, [item(i, arrival=0.1 * i) for i in range(3)], duration_s=0.25)
+    drive(dispatcher, simulated_time, users=1, service_s=lambda w: 0.2)
     assert dispatcher.completed == 3 and dispatcher.not_due == []
+
+
+def test_the_default_clock_is_the_wall_clock_records_share():
+    # Send times in the records are time.time(); the schedule must be on the same clock.
+    dispatcher = Dispatcher([item(0)])
+    before = time.time()
+    assert before <= dispatcher.open() <= time.time()
