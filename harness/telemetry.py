@@ -1,14 +1,16 @@
 """Server telemetry: poll vLLM's Prometheus `/metrics` while a run goes.
 
 Samples are stamped with `time.time()`, the same clock as the request records, so
-the analysis can line up "requests running" with each request's timings.
+the analysis can line up "requests running" with each request's timings. Polls are
+paced on `time.monotonic()`. Both clocks, the wait between polls and the HTTP
+transport can be swapped, so tests run on simulated time without a server.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 
 import httpx
@@ -98,13 +100,32 @@ class TelemetrySampler:
     records say what happened to requests; telemetry is best effort.
     """
 
-    def __init__(self, base_url: str, interval_s: float = 0.25, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        interval_s: float = 0.25,
+        headers: dict[str, str] | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.monotonic,
+        wait: Callable[[threading.Event, float], bool] = threading.Event.wait,
+    ) -> None:
+        """Poll `base_url`/metrics every `interval_s` once started.
+
+        `clock` stamps the samples (the records' wall clock); `timer` paces the polls and
+        times their latency; `wait(stop_event, seconds)` waits between polls (returning
+        early once stopped); `transport` carries the requests (default: the network).
+        """
         self.base_url = base_url.rstrip("/")
         self.interval_s = interval_s
         self.samples: list[TelemetrySample] = []
         self.errors = 0
+        self._clock = clock
+        self._timer = timer
+        self._wait = wait
         # Built here, not in the thread: client creation costs tens of ms of CPU.
-        self._client = httpx.Client(timeout=max(2.0, interval_s * 4), headers=headers or {})
+        self._client = httpx.Client(timeout=max(2.0, interval_s * 4), headers=headers or {}, transport=transport)
         self._stop = threading.Event()
         self._first_poll = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
@@ -116,9 +137,13 @@ class TelemetrySampler:
         return self
 
     def stop(self) -> list[TelemetrySample]:
-        """Take a last poll, stop, and return every sample taken."""
+        """Take a last poll, stop, and return every sample taken (once started; else none)."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.ident is None:
+            # Never started: the thread that would close the client never ran.
+            self._client.close()
+        else:
+            self._thread.join()
         return self.samples
 
     def __enter__(self) -> TelemetrySampler:
@@ -129,7 +154,7 @@ class TelemetrySampler:
 
     def _loop(self) -> None:
         with self._client as client:
-            next_poll = time.monotonic()
+            next_poll = self._timer()
             while True:
                 self._poll(client)
                 self._first_poll.set()
@@ -137,15 +162,15 @@ class TelemetrySampler:
                 if self._stop.is_set():
                     break
                 next_poll += self.interval_s
-                self._stop.wait(max(0.0, next_poll - time.monotonic()))
+                self._wait(self._stop, max(0.0, next_poll - self._timer()))
 
     def _poll(self, client: httpx.Client) -> None:
-        asked = time.monotonic()
+        asked = self._timer()
         try:
             response = client.get(f"{self.base_url}/metrics")
             response.raise_for_status()
-            sample = parse_metrics(response.text, time.time())
-            self.samples.append(replace(sample, latency_s=time.monotonic() - asked))
+            sample = parse_metrics(response.text, self._clock())
+            self.samples.append(replace(sample, latency_s=self._timer() - asked))
         except (httpx.HTTPError, ValueError):
             self.errors += 1
 

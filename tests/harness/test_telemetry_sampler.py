@@ -1,60 +1,81 @@
-"""The sampler's polling: the run's start and end are both covered, failures counted."""
+"""The sampler's polling: the run's start and end are both covered, failures counted.
+
+The polls go to an in-process /metrics (httpx.MockTransport) on simulated time, so the
+counts asserted do not depend on how fast a loaded machine runs the sampler's thread.
+"""
 
 from __future__ import annotations
 
 import itertools
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
+import httpx
 
 from harness.telemetry import TelemetrySampler
 
+URL = "http://vllm.test"
 
-class CountingMetrics(BaseHTTPRequestHandler):
-    """Serves an exposition whose token counter goes up by one per scrape."""
 
+def counting_metrics() -> httpx.MockTransport:
+    """A /metrics whose token counter goes up by one per scrape."""
     scrapes = itertools.count(1)
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        body = f"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total {next(self.scrapes)}.0\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.end_headers()
-        self.wfile.write(body.encode())
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/metrics"
+        body = f"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total {next(scrapes)}.0\n"
+        return httpx.Response(200, text=body, headers={"Content-Type": "text/plain"})
 
-    def log_message(self, *args) -> None:
-        pass
+    return httpx.MockTransport(answer)
 
 
-@pytest.fixture
-def metrics_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), CountingMetrics)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+class SimulatedTime:
+    """One simulated clock for the sampler's stamps and pacing; only its waits move it.
+
+    A wait that would pass `horizon_s` (the seconds the test lets go by) parks the
+    sampler until stop() instead, as a real wait would still be running then.
+    """
+
+    def __init__(self, horizon_s: float, start: float = 1000.0) -> None:
+        self.now = start
+        self.horizon = start + horizon_s
+        self.parked = threading.Event()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        if self.now + seconds > self.horizon:
+            self.now = max(self.now, self.horizon)
+            self.parked.set()
+            return stop.wait()
+        self.now += seconds
+        return stop.is_set()
 
 
-def test_polls_once_at_start_and_once_after_stop(metrics_url):
-    sampler = TelemetrySampler(metrics_url, interval_s=10.0).start()
+def sampler_on(time_: SimulatedTime, interval_s: float) -> TelemetrySampler:
+    return TelemetrySampler(
+        URL, interval_s=interval_s, transport=counting_metrics(), clock=time_, timer=time_, wait=time_.wait
+    )
+
+
+def test_polls_once_at_start_and_once_after_stop():
+    time_ = SimulatedTime(horizon_s=0.0)
+    sampler = sampler_on(time_, interval_s=10.0).start()
     assert len(sampler.samples) == 1  # start() returns once the first poll is in
-    stopped_at = time.time()
+    assert time_.parked.wait(timeout=30)
+    time_.now += 5.0
+    stopped_at = time_.now
     samples = sampler.stop()
     assert len(samples) == 2 and samples[-1].t >= stopped_at
     assert samples[-1].generation_tokens_total > samples[0].generation_tokens_total
 
 
-def test_polls_on_the_interval_in_between(metrics_url):
-    started = time.monotonic()
-    with TelemetrySampler(metrics_url, interval_s=0.05) as sampler:
-        time.sleep(0.5)
-        # On a loaded machine a poll can outlast the sleep: wait (bounded) for one in between.
-        deadline = time.monotonic() + 30
-        while len(sampler.samples) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    elapsed = time.monotonic() - started
+def test_polls_on_the_interval_in_between():
+    time_ = SimulatedTime(horizon_s=0.52)
+    started = time_.now
+    with sampler_on(time_, interval_s=0.05) as sampler:
+        assert time_.parked.wait(timeout=30)
+    elapsed = time_.now - started
     # Start, end and polls between; never faster than the interval (elapsed / interval + 2).
     assert 3 <= len(sampler.samples) <= elapsed / 0.05 + 2
     assert sampler.errors == 0
@@ -63,3 +84,9 @@ def test_polls_on_the_interval_in_between(metrics_url):
 def test_an_unreachable_server_is_counted_not_raised():
     sampler = TelemetrySampler("http://127.0.0.1:9", interval_s=0.05).start()
     assert sampler.stop() == [] and sampler.errors >= 2
+
+
+def test_a_sampler_stopped_before_it_started_closes_its_client():
+    sampler = TelemetrySampler(URL, transport=counting_metrics())
+    assert sampler.stop() == []
+    assert sampler._client.is_closed
