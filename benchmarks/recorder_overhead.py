@@ -48,7 +48,7 @@ def measure(arm: str, workload: str, scratch: Path) -> float:
         out = scratch / "run"
         execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
                            tokenizer=load_tokenizer(None, endpoint), out_dir=out,
-                           server=dataclasses.asdict(server.info), warmup=False, progress=lambda line: None))
+                           server=dataclasses.asdict(server.info), warmup=False))
         steps = load_run(out).steps
         # The runner writes steps.parquet whenever the server has a step log; a plain
         # scheduler leaves it empty.

@@ -2,20 +2,27 @@
 
 A sweep over spread levels is just a list of cells, each a (system, workload, server);
 each run of a cell becomes one run directory named `<system>-<workload>[-rN]` under
-the sweep's runs directory.
+the sweep's runs directory. Each run's progress lines (the runner's logger) are
+indented under its cell's header line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.driver.endpoint import EndpointInfo, warm_up
 from harness.driver.runner import RunRequest, execute
+from harness.driver.runner import logger as run_logger
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import WorkloadSpec
+
+logger = logging.getLogger(__name__)
+RUN_INDENT = "    "
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,6 @@ def run_cells(
     cells: Sequence[SweepCell],
     runs_dir: Path,
     repetitions: int,
-    progress: Callable[[str], None],
     first_repetition: int = 1,
 ) -> list[Path]:
     """Run each cell `repetitions` times, in the order given; return the run directories.
@@ -63,10 +69,29 @@ def run_cells(
         for cell in cells:
             suffix = f"-r{rep}" if repetitions > 1 or first_repetition > 1 else ""
             out = runs_dir / f"{cell.system}-{cell.spec.name}{suffix}"
-            progress(f"[{cell.system}] {cell.spec.name}{suffix}")
-            execute(_request(cell.target, cell.spec, cell.system, out, progress))
+            logger.info(f"[{cell.system}] {cell.spec.name}{suffix}")
+            with _indented(run_logger):
+                execute(_request(cell.target, cell.spec, cell.system, out))
             made.append(out)
     return made
+
+
+class _Indent(logging.Filter):
+    """Prefixes each record's message, so a run's lines sit under its cell's header."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = RUN_INDENT + record.getMessage(), ()
+        return True
+
+
+@contextlib.contextmanager
+def _indented(run_logger: logging.Logger) -> Iterator[None]:
+    indent = _Indent()
+    run_logger.addFilter(indent)
+    try:
+        yield
+    finally:
+        run_logger.removeFilter(indent)
 
 
 def _request(
@@ -74,7 +99,6 @@ def _request(
     spec: WorkloadSpec,
     system: str,
     out: Path,
-    progress: Callable[[str], None],
 ) -> RunRequest:
     # The sweep warms the server once; each run then starts on compiled shapes.
     return RunRequest(
@@ -87,5 +111,4 @@ def _request(
         headers=target.headers or {},
         server=target.server,
         warmup=False,
-        progress=lambda line: progress(f"    {line}"),
     )

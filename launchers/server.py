@@ -8,9 +8,7 @@ import logging
 import os
 import platform
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +37,7 @@ SCHEDULER_CLASSES = {
     ("static", True): "launchers.static_scheduler.AsyncStaticBatchScheduler",
 }
 STEP_LOG_FILE = "steps.jsonl"
+logger = logging.getLogger(__name__)
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
 _PROBE_VLLM = (
@@ -225,7 +224,8 @@ class ServerHandle:
         self.info.layout = layout
         self.info.placements = [asdict(placement) for placement in placements]
         roles = ", ".join(f"{p.role} cpus {p.cpus} nice {p.nice}" for p in placements if p.role != "helper")
-        logging.getLogger(__name__).info("process layout %s: %s", layout, roles)
+        # A detail (server.json records it): below the progress lines the CLI shows.
+        logger.debug("process layout %s: %s", layout, roles)
 
     def stop(self) -> None:
         """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
@@ -239,7 +239,7 @@ class ServerHandle:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def wait_ready(self, progress: Callable[[str], None]) -> None:
+    def wait_ready(self) -> None:
         """Block until /health and /v1/models answer; raise ServerError on death or timeout."""
         started = time.monotonic()
         last_note = started
@@ -248,7 +248,9 @@ class ServerHandle:
                 self.check()
                 if _ready(client, self.info.model):
                     self.info.ready_after_s = round(time.monotonic() - started, 2)
-                    progress(f"vLLM ({self.info.mode}) ready at {self.base_url} after {self.info.ready_after_s:.0f} s")
+                    logger.info(
+                        f"vLLM ({self.info.mode}) ready at {self.base_url} after {self.info.ready_after_s:.0f} s"
+                    )
                     return
                 elapsed = time.monotonic() - started
                 if elapsed > self.spec.startup_timeout_s:
@@ -256,7 +258,7 @@ class ServerHandle:
                     limit = f"{self.spec.startup_timeout_s:.0f} s"
                     raise ServerError(self._death_message(f"vLLM did not become ready within {limit}"))
                 if time.monotonic() - last_note >= 10:
-                    progress(f"waiting for vLLM ({self.info.mode}) to start: {elapsed:.0f} s (log: {self.log_path})")
+                    logger.info(f"waiting for vLLM ({self.info.mode}) to start: {elapsed:.0f} s (log: {self.log_path})")
                     last_note = time.monotonic()
                 time.sleep(0.5)
 
@@ -296,16 +298,15 @@ def start(
     spec: ServerSpec,
     *,
     log_dir: Path | None = None,
-    progress: Callable[[str], None] | None = None,
 ) -> ServerHandle:
     """Start the server `spec` describes and wait until it serves; returns a handle (a context manager).
 
     `log_dir`: where its log, server.json and step log go (default: a new runs/servers/ directory).
     Raises UsageError for what cannot be started (missing model, busy port, no vllm; a bad
     value already failed building the spec) and ServerError if the server dies or does
-    not become ready in time; either way no process is left behind.
+    not become ready in time; either way no process is left behind. Progress lines
+    (starting, waiting, ready) go to this module's logger at INFO.
     """
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     settings = Settings.from_env()
     python = settings.server_python
     # Cheap checks first: a busy port must not cost a model build (seconds on an empty cache).
@@ -349,9 +350,11 @@ def start(
     )
     handle = ServerHandle(process, info, log_path, spec)
     handle.write_info()
-    say(f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument}) on {info.base_url}")
+    logger.info(
+        f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument}) on {info.base_url}"
+    )
     try:
-        handle.wait_ready(say)
+        handle.wait_ready()
         handle.arrange(resolve_layout(spec.layout))
     except BaseException:
         handle.stop()

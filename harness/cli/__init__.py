@@ -21,6 +21,7 @@ import gevent  # noqa: E402
 
 from harness.cli import analyze, gate, nightly, prepare_model, reproduce, run, serve  # noqa: E402
 from harness.cli.options import check_options  # noqa: E402
+from harness.cli.progress import show_progress  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
 COMMANDS = (serve, prepare_model, run, analyze, reproduce, gate, nightly)
@@ -54,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # lands, often inside a Locust user, which dies alone with a traceback.
     for signum in (signal.SIGINT, signal.SIGTERM):
         gevent.signal_handler(signum, _interrupt_main)
+    show_progress()
     try:
         args = build_parser().parse_args(argv)
         check_options(args)

@@ -8,12 +8,14 @@ input. See harness.nightly.night for what a night does, in order.
 from __future__ import annotations
 
 import argparse
+import logging
 import platform
-import sys
 from datetime import datetime
 from pathlib import Path
 
 from harness.cli.gate import add_gate_outputs, destinations
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers) -> None:
@@ -43,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
     require_new_dir(out, "night directory")
     # Opened (and checked) before any server starts: a bad history file costs nothing.
     store = HistoryStore(args.history or settings.history_path)
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    night = run_night(loaded, out, store, args.accept, say)
+    night = run_night(loaded, out, store, args.accept)
     history = {}
     for config in night.result.configs:
         tonight = next(row for row in night.trials if row.config_key == config.config_key)
@@ -55,5 +56,7 @@ def run(args: argparse.Namespace) -> int:
     _, page, _ = write_blocks(trend_blocks(loaded.suite.name, night.result, history), out,
                               f"Nightly trend: {loaded.suite.name}", "trend")
     publish(night.result, destinations(args, settings))
-    say(f"{len(night.trials)} trials ({night.extra_rounds} extra rounds) appended to {store.path}; trend: {page}")
+    logger.info(
+        f"{len(night.trials)} trials ({night.extra_rounds} extra rounds) appended to {store.path}; trend: {page}"
+    )
     return night.result.exit_code

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import platform
-import sys
 import time
 from dataclasses import asdict
 from datetime import datetime
@@ -22,6 +22,8 @@ from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
 from harness.history.record import add_history_arguments
 from launchers import Mode, start
+
+logger = logging.getLogger(__name__)
 
 # The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
 # the default to keep three repetitions of 20 s cells inside the time budget; add it
@@ -108,12 +110,11 @@ def run(args: argparse.Namespace) -> int:
     require_new_dir(out, "report directory")
     store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
     runs_dir = out / "runs"
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
     def target_for(mode: Mode, endpoint: str | None, stack: contextlib.ExitStack) -> SweepTarget:
         server_info, url = None, endpoint
         if endpoint is None:
-            server = stack.enter_context(start(server_spec(args, mode), log_dir=out / "servers" / mode, progress=say))
+            server = stack.enter_context(start(server_spec(args, mode), log_dir=out / "servers" / mode))
             url, server_info = server.base_url, asdict(server.info)
         assert url is not None, "the endpoint given, or the launched server's"
         # A launched server serves the model it was given; an endpoint must serve the one named.
@@ -132,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
         # runs minutes apart at most.
         systems = (("continuous", continuous), ("static", static), ("naive", continuous))
         cells = [SweepCell(system, spec, target) for spec in specs for system, target in systems if target is not None]
-        run_dirs = run_cells(cells, runs_dir, repetitions, say)
-    say("analysing and rendering the report")
+        run_dirs = run_cells(cells, runs_dir, repetitions)
+    logger.info("analysing and rendering the report")
     # A run with failed requests is this command's own finding: reported (as PARTIAL), then exit 1.
     report = assemble_report(
         run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick, allow_partial=True
@@ -141,13 +142,13 @@ def run(args: argparse.Namespace) -> int:
     if store is not None:
         record(store, report.assessed, "reproduce", out.name)
     minutes = (time.monotonic() - began) / 60
-    say(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
+    logger.info(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
     print(report.paths.html)
     if report.partial:
-        say(f"{len(report.partial)} runs have failed or missing requests: {report.partial[0]}; exit 1")
+        logger.info(f"{len(report.partial)} runs have failed or missing requests: {report.partial[0]}; exit 1")
         return 1
     if not report.stable:
         unstable = ", ".join(str(row.level) for row in report.headline if not row.stable) or "no headline"
-        say(f"UNSTABLE headline cells ({unstable}): the report says why; exit {EXIT_UNSTABLE}")
+        logger.info(f"UNSTABLE headline cells ({unstable}): the report says why; exit {EXIT_UNSTABLE}")
         return EXIT_UNSTABLE
     return 0

@@ -1,6 +1,7 @@
 """One measured run: plan, prompts, Locust users, telemetry, tables, manifest.
 
-Runs inside a gevent-patched process (Locust patches on import).
+Runs inside a gevent-patched process (Locust patches on import). A run's progress
+lines all go to this module's `logger` at INFO (the CLI shows them; a sweep indents them).
 """
 
 from __future__ import annotations
@@ -9,9 +10,7 @@ import csv
 import logging
 import resource
 import secrets
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +40,7 @@ from harness.records import MANIFEST_FILE, PLAN_FILE, STEPS_FILE, TELEMETRY_FILE
 from harness.telemetry import TelemetrySampler
 from harness.workload import RequestPlan, WorkloadSpec, build_plan, make_prompts
 
+logger = logging.getLogger(__name__)
 # Spawning every user at once is what an open-loop burst needs; Locust warns about it.
 logging.getLogger("locust.runners").setLevel(logging.ERROR)
 
@@ -68,7 +68,6 @@ class RunRequest:
     warmup: bool = True
     ui: bool = False
     ui_port: int = 8089
-    progress: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 @dataclass
@@ -119,17 +118,16 @@ def _allow_open_files(users: int) -> None:
 
 def execute(request: RunRequest) -> RunOutcome:
     """Run the workload against the endpoint and write the run directory."""
-    say = request.progress
     plan = request.plan or build_plan(request.spec)
     check_fits(plan, request.system, request.batch_size, request.endpoint.max_model_len)
-    say(f"building {len(plan.requests)} prompts of exact token length")
+    logger.info(f"building {len(plan.requests)} prompts of exact token length")
     prompts = make_prompts(plan, request.tokenizer)
     if request.spec.endpoint == "completions":
         _check_with_server(plan, prompts, request)
     items = build_work(plan, prompts, request.system, request.batch_size)
     # Before anything is written: a run whose warm-up fails leaves nothing behind.
     if request.warmup:
-        say(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
+        logger.info(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
         warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.timeouts.stall_s)
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
@@ -177,7 +175,7 @@ def execute(request: RunRequest) -> RunOutcome:
     runner = environment.create_local_runner()
     if request.ui:
         environment.create_web_ui("127.0.0.1", request.ui_port)
-        say(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
+        logger.info(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
 
     sampler = TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers).start()
     runner.start(users, spawn_rate=max(users, 1) * 100.0)
@@ -187,8 +185,8 @@ def execute(request: RunRequest) -> RunOutcome:
     monitor = ClientMonitor().start()
     started = dispatcher.open()
     manifest.started_at = started
-    say(f"{request.system}: {len(items)} requests, {users} users, B={request.batch_size}")
-    reporter = gevent.spawn(_report_progress, dispatcher, context, started, say)
+    logger.info(f"{request.system}: {len(items)} requests, {users} users, B={request.batch_size}")
+    reporter = gevent.spawn(_report_progress, dispatcher, context, started)
     # A request that finishes during a long lull must reach the disk too.
     flusher = gevent.spawn(_flush_periodically, journal)
     try:
@@ -233,7 +231,7 @@ def execute(request: RunRequest) -> RunOutcome:
     manifest.ended_at, manifest.counts, manifest.complete = ended, counts, not interrupted
     write_manifest(manifest, request.out_dir)
     if interrupted:
-        say(
+        logger.info(
             f"interrupted: kept {records_written - unanswered} finished requests in {request.out_dir}"
             " (marked incomplete)"
         )
@@ -241,7 +239,7 @@ def execute(request: RunRequest) -> RunOutcome:
     duration = ended - started
     rate = context.generated_tokens / duration if duration > 0 else 0.0
     kinds = ", ".join(f"{n} {kind}" for kind, n in counts.failures.items())
-    say(
+    logger.info(
         f"done: {counts.ok}/{counts.planned - counts.not_due} ok,"
         f" {counts.failed} failed{f' ({kinds})' if kinds else ''},"
         f" {rate:.0f} generated tok/s over {duration:.1f} s, {len(samples)} telemetry samples -> {request.out_dir}"
@@ -273,7 +271,7 @@ def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:
     """Count a few prompts with the server's own tokenizer: proves ours is the same."""
     counter = server_token_counter(request.endpoint, request.headers)
     if counter is None:
-        request.progress("server has no /tokenize: prompt lengths rest on the local tokenizer alone")
+        logger.info("server has no /tokenize: prompt lengths rest on the local tokenizer alone")
         return
     # Not strict: only the first few are compared, and build_work, next, refuses a count
     # mismatch with a message naming both counts.
@@ -292,11 +290,11 @@ def _flush_periodically(journal: RunJournal) -> None:
         journal.flush()
 
 
-def _report_progress(dispatcher: Dispatcher, context: DriverContext, started: float, say) -> None:
+def _report_progress(dispatcher: Dispatcher, context: DriverContext, started: float) -> None:
     while True:
         gevent.sleep(2.0)
         elapsed = time.time() - started
-        say(
+        logger.info(
             f"  {dispatcher.completed}/{dispatcher.total} done, {context.generated_tokens / elapsed:.0f} tok/s,"
             f" {context.failed} errors, {elapsed:.0f} s"
         )

@@ -12,7 +12,8 @@ passed (or when the user accepts the night, e.g. after an intended change).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
 from harness.sweep import SweepCell, SweepTarget, run_cells
 from launchers import Mode, ServerSpec, start
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,6 @@ def run_night(
     out: Path,
     store: HistoryStore,
     accept: bool,
-    say: Callable[[str], None],
 ) -> NightResult:
     """Run the suite into `out`/runs, gate it against the history, and append its trials."""
     suite = loaded.suite
@@ -70,23 +72,22 @@ def run_night(
     with contextlib.ExitStack() as stack:
         targets: dict[Mode, SweepTarget] = {}
         for mode in modes_needed(suite.systems):
-            server = stack.enter_context(start(server_spec(loaded, mode), log_dir=out / "servers" / mode,
-                                               progress=say))
+            server = stack.enter_context(start(server_spec(loaded, mode), log_dir=out / "servers" / mode))
             info = probe_endpoint(server.base_url, {}, None)
             targets[mode] = SweepTarget(info, load_tokenizer(None, info), suite.server.max_num_seqs,
                                         asdict(server.info))
         cells = [SweepCell(system, spec, targets["static" if system == "static" else "continuous"])
                  for spec in loaded.specs for system in suite.systems]
-        run_dirs = run_cells(cells, out / "runs", suite.trials, say)
+        run_dirs = run_cells(cells, out / "runs", suite.trials)
         trials = _trials(run_dirs, batch)
         result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
                       first_night_passes=True)
         rounds = 0
         while rounds < suite.gate.extra_trials and (unsure := _inconclusive(result, trials)):
             rounds += 1
-            say(f"{len(unsure)} configurations inconclusive: extra round {rounds} of {suite.gate.extra_trials}")
+            logger.info(f"{len(unsure)} configurations inconclusive: extra round {rounds} of {suite.gate.extra_trials}")
             again = [cell for cell in cells if (cell.system, cell.spec.name) in unsure]
-            run_dirs += run_cells(again, out / "runs", 1, say, first_repetition=suite.trials + rounds)
+            run_dirs += run_cells(again, out / "runs", 1, first_repetition=suite.trials + rounds)
             trials = _trials(run_dirs, batch)
             result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
                           first_night_passes=True)

@@ -1,0 +1,50 @@
+"""A sweep's progress lines: each cell's header, its run's lines indented under it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import harness
+
+ROOT = Path(harness.__file__).resolve().parent.parent
+
+# In a process of its own: the sweep imports the runner, and with it Locust, which
+# patches the process it is imported into for gevent.
+SWEEP = """
+import sys
+from pathlib import Path
+
+from harness import sweep
+from harness.cli.progress import show_progress
+from harness.driver.endpoint import EndpointInfo
+from harness.workload import load_spec
+
+show_progress()
+sweep.warm_up = lambda *args: None
+sweep.execute = lambda request: sweep.run_logger.info(f"building 12 prompts for {request.out_dir.name}")
+target = sweep.SweepTarget(EndpointInfo("http://127.0.0.1:9", "tiny", None, None), None, 4)
+spec = load_spec("cpu-anyscale-cap32")
+cells = [sweep.SweepCell("continuous", spec, target), sweep.SweepCell("naive", spec, target)]
+sweep.run_cells(cells, Path(sys.argv[1]), repetitions=2)
+sweep.run_logger.info("after the sweep")
+"""
+
+
+def test_each_run_s_lines_are_indented_under_its_cell_header(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", SWEEP, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        "[continuous] cpu-anyscale-cap32-r1",
+        "    building 12 prompts for continuous-cpu-anyscale-cap32-r1",
+        "[naive] cpu-anyscale-cap32-r1",
+        "    building 12 prompts for naive-cpu-anyscale-cap32-r1",
+        "[continuous] cpu-anyscale-cap32-r2",
+        "    building 12 prompts for continuous-cpu-anyscale-cap32-r2",
+        "[naive] cpu-anyscale-cap32-r2",
+        "    building 12 prompts for naive-cpu-anyscale-cap32-r2",
+        "after the sweep",
+    ]
