@@ -6,7 +6,7 @@ lines all go to this module's `logger` at INFO (the CLI shows them; a sweep inde
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import logging
 import resource
 import secrets
@@ -18,25 +18,19 @@ from typing import Any
 
 import gevent
 import httpx
-import pyarrow as pa
-import pyarrow.parquet as pq
-from locust.env import Environment
-from locust.html import get_html_report
-from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from harness.accounting import row_problems
-from harness.driver.client_health import ClientMonitor
 from harness.driver.dispatch import Dispatcher
 from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
 from harness.driver.journal import RunJournal
-from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
+from harness.driver.load import LiveLoad
 from harness.driver.steps import StepLogCursor
+from harness.driver.tables import RunTables, write_tables
 from harness.driver.timeouts import CONNECT_TIMEOUT_S, Timeouts
-from harness.driver.user import DriverContext, make_user_class
-from harness.driver.work import DEFAULT_MAX_USERS, build_work, check_fits, user_count
+from harness.driver.user import DriverContext
+from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count
 from harness.errors import UsageError
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
-from harness.records import MANIFEST_FILE, PLAN_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
+from harness.records import MANIFEST_FILE, PLAN_FILE
 from harness.telemetry import TelemetrySampler
 from harness.workload import RequestPlan, WorkloadSpec, build_plan, make_prompts
 
@@ -117,7 +111,43 @@ def _allow_open_files(users: int) -> None:
 
 
 def execute(request: RunRequest) -> RunOutcome:
-    """Run the workload against the endpoint and write the run directory."""
+    """Run the workload against the endpoint and write the run directory.
+
+    In steps: prepare (prompts, warm-up, plan and manifest on disk), start the load,
+    wait for its last request, then write the tables and say how it went. However the
+    wait ends (the run's end, Ctrl-C or SIGTERM, an error), every part of the live load
+    is stopped, each once, before anything else. After Ctrl-C or SIGTERM the finished
+    rows are kept, every other owed request gets a not_sent or lost row, the manifest
+    says incomplete, and KeyboardInterrupt is raised again.
+    """
+    run = _prepare(request)
+    with contextlib.ExitStack() as stack:
+        load = _start_load(request, run, stack)
+        interrupted = _wait(load.context.dispatcher)
+        ended = time.time()
+    tables = write_tables(request.out_dir, run.items, load, run.steps, run.run_tag)
+    run.manifest.ended_at, run.manifest.counts, run.manifest.complete = ended, tables.counts, not interrupted
+    run.manifest.client_health = load.health
+    run.manifest.engine_steps = run.steps is not None
+    write_manifest(run.manifest, request.out_dir)
+    return _outcome(request, load, tables, ended, interrupted)
+
+
+@dataclass
+class _PreparedRun:
+    """A run ready to start: its work items, and the plan and manifest already on disk."""
+
+    plan: RequestPlan
+    items: list[WorkItem]
+    manifest: RunManifest
+    # Inside every X-Request-Id, so the engine's step log can be matched to this run.
+    run_tag: str
+    # Where the server's step log stands before the run (None: the server keeps none).
+    steps: StepLogCursor | None
+
+
+def _prepare(request: RunRequest) -> _PreparedRun:
+    """Plan, prompts of exact length, warm-up; then the plan and manifest in a new run directory."""
     plan = request.plan or build_plan(request.spec)
     check_fits(plan, request.system, request.batch_size, request.endpoint.max_model_len)
     logger.info(f"building {len(plan.requests)} prompts of exact token length")
@@ -131,7 +161,6 @@ def execute(request: RunRequest) -> RunOutcome:
         warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.timeouts.stall_s)
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
-
     run_tag = secrets.token_hex(4)
     manifest = RunManifest(
         run_id=request.out_dir.name,
@@ -152,12 +181,46 @@ def execute(request: RunRequest) -> RunOutcome:
         run_tag=run_tag,
     )
     write_manifest(manifest, request.out_dir)
+    step_log = (request.server or {}).get("step_log")
+    return _PreparedRun(plan, items, manifest, run_tag, StepLogCursor(Path(step_log)) if step_log else None)
 
-    dispatcher = Dispatcher(items, duration_s=plan.duration_s)
-    journal = RunJournal(request.out_dir)
-    users = user_count(plan, request.system, request.batch_size, request.max_users)
+
+def _start_load(request: RunRequest, run: _PreparedRun, stack: contextlib.ExitStack) -> LiveLoad:
+    """Telemetry, the load users, the client monitor, then the run clock; `stack` stops them all."""
+    users = user_count(run.plan, request.system, request.batch_size, request.max_users)
     _allow_open_files(users)
-    client = httpx.Client(
+    context = DriverContext(
+        Dispatcher(run.items, duration_s=run.plan.duration_s),
+        RunJournal(request.out_dir),
+        _load_client(request, users),
+        request.endpoint.model,
+        request.spec.endpoint,
+        run.run_tag,
+        request.timeouts,
+    )
+    # Entered at once, so whatever starts from here on is stopped, whatever happens next.
+    load = stack.enter_context(LiveLoad(context, request.endpoint.base_url))
+    load.create_runner(request.ui_port if request.ui else None)
+    if request.ui:
+        logger.info(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
+    load.start_telemetry(
+        TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers)
+    )
+    load.start_users(users)
+    # From the first send on: spawning the users is set-up, not the run.
+    load.start_monitor()
+    started = context.dispatcher.open()
+    run.manifest.started_at = started
+    logger.info(f"{request.system}: {len(run.items)} requests, {users} users, B={request.batch_size}")
+    load.spawn(_report_progress, context, started)
+    # A request that finishes during a long lull must reach the disk too.
+    load.spawn(_flush_periodically, context.journal)
+    return load
+
+
+def _load_client(request: RunRequest, users: int) -> httpx.Client:
+    """The one HTTP client every load user shares, with a connection for each."""
+    return httpx.Client(
         base_url=request.endpoint.base_url,
         headers=request.headers,
         # The read timeout bounds the wait for a first byte; the users bound later pauses.
@@ -166,105 +229,35 @@ def execute(request: RunRequest) -> RunOutcome:
         ),
         limits=httpx.Limits(max_connections=users + 8, max_keepalive_connections=users + 8),
     )
-    context = DriverContext(
-        dispatcher, journal, client, request.endpoint.model, request.spec.endpoint, run_tag, request.timeouts
-    )
-    step_log = (request.server or {}).get("step_log")
-    steps = StepLogCursor(Path(step_log)) if step_log else None
-    environment = Environment(user_classes=[make_user_class(context)], host=request.endpoint.base_url)
-    runner = environment.create_local_runner()
-    if request.ui:
-        environment.create_web_ui("127.0.0.1", request.ui_port)
-        logger.info(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
 
-    sampler = TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers).start()
-    runner.start(users, spawn_rate=max(users, 1) * 100.0)
-    if runner.spawning_greenlet is not None:
-        runner.spawning_greenlet.join()
-    # From the first send on: spawning the users is set-up, not the run.
-    monitor = ClientMonitor().start()
-    started = dispatcher.open()
-    manifest.started_at = started
-    logger.info(f"{request.system}: {len(items)} requests, {users} users, B={request.batch_size}")
-    reporter = gevent.spawn(_report_progress, dispatcher, context, started)
-    # A request that finishes during a long lull must reach the disk too.
-    flusher = gevent.spawn(_flush_periodically, journal)
+
+def _wait(dispatcher: Dispatcher) -> bool:
+    """Wait for the run's last request; True if Ctrl-C or SIGTERM came first."""
     try:
         dispatcher.finished.wait()
     except KeyboardInterrupt:
-        # Ctrl-C or SIGTERM: keep what was measured, mark the run incomplete, then unwind.
-        interrupted = True
-    else:
-        interrupted = False
-    ended = time.time()
-    reporter.kill()
-    flusher.kill()
-    runner.quit()
-    client.close()
-    samples = sampler.stop()
-    manifest.client_health = monitor.stop()
+        # Keep what was measured and mark the run incomplete; the caller raises it again.
+        return True
+    return False
 
-    unanswered = _answer_for_the_rest(items, dispatcher, journal, context.worker)
-    records_written, _ = journal.finalize()
-    pq.write_table(pa.Table.from_pylist(sampler.as_rows(), schema=TELEMETRY_SCHEMA), request.out_dir / TELEMETRY_FILE)
-    _write_locust_outputs(environment, request.out_dir)
-    records = pq.read_table(request.out_dir / "records.parquet").to_pylist()
-    if steps is not None:
-        finished = sum(1 for r in records if r["ok"])
-        pq.write_table(steps.read_run(run_tag, finished), request.out_dir / STEPS_FILE)
-        manifest.engine_steps = True
-    failures: dict[str, int] = {}
-    for row in records:
-        if not row["ok"]:
-            failures[row["error_kind"]] = failures.get(row["error_kind"], 0) + 1
-    counts = RunCounts(
-        planned=len(items),
-        not_due=len(dispatcher.not_due),
-        sent=context.sent,
-        ok=sum(r["ok"] for r in records),
-        failed=sum(not r["ok"] for r in records),
-        length_mismatch=sum(r["length_mismatch"] for r in records),
-        unanswered=unanswered,
-        failures=dict(sorted(failures.items())),
-    )
-    problems = row_problems((r["request_id"] for r in records), counts.planned, counts.not_due)
-    manifest.ended_at, manifest.counts, manifest.complete = ended, counts, not interrupted
-    write_manifest(manifest, request.out_dir)
+
+def _outcome(request: RunRequest, load: LiveLoad, tables: RunTables, ended: float, interrupted: bool) -> RunOutcome:
+    """Say how the run went; raise KeyboardInterrupt again if it was interrupted."""
     if interrupted:
-        logger.info(
-            f"interrupted: kept {records_written - unanswered} finished requests in {request.out_dir}"
-            " (marked incomplete)"
-        )
+        logger.info(f"interrupted: kept {tables.kept} finished requests in {request.out_dir} (marked incomplete)")
         raise KeyboardInterrupt
-    duration = ended - started
-    rate = context.generated_tokens / duration if duration > 0 else 0.0
+    counts = tables.counts
+    dispatcher = load.context.dispatcher
+    assert dispatcher.start_s is not None, "the run clock started"
+    duration = ended - dispatcher.start_s
+    rate = load.context.generated_tokens / duration if duration > 0 else 0.0
     kinds = ", ".join(f"{n} {kind}" for kind, n in counts.failures.items())
     logger.info(
         f"done: {counts.ok}/{counts.planned - counts.not_due} ok,"
         f" {counts.failed} failed{f' ({kinds})' if kinds else ''},"
-        f" {rate:.0f} generated tok/s over {duration:.1f} s, {len(samples)} telemetry samples -> {request.out_dir}"
+        f" {rate:.0f} generated tok/s over {duration:.1f} s, {len(load.samples)} telemetry samples -> {request.out_dir}"
     )
-    return RunOutcome(request.out_dir, counts, duration, rate, problems)
-
-
-def _answer_for_the_rest(items, dispatcher: Dispatcher, journal: RunJournal, worker: str) -> int:
-    """Write a failed row for every owed request no load user recorded; return how many.
-
-    After an interruption these are the requests never sent and those cut off in flight;
-    in a run that ended normally, any here means a load user died without its row.
-    """
-    not_due = set(dispatcher.not_due)
-    written = 0
-    for item in items:
-        if item.request_id in not_due or item.request_id in journal.recorded:
-            continue
-        if item.request_id in dispatcher.handed_out:
-            failure = Failure(LOST, "handed to a load user, which recorded no outcome (interrupted in flight?)")
-        else:
-            failure = Failure(NOT_SENT, "the run stopped before it was sent")
-        journal.add(unanswered_row(item, worker, failure), [])
-        written += 1
-    return written
+    return RunOutcome(request.out_dir, counts, duration, rate, tables.problems)
 
 
 def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:
@@ -290,23 +283,11 @@ def _flush_periodically(journal: RunJournal) -> None:
         journal.flush()
 
 
-def _report_progress(dispatcher: Dispatcher, context: DriverContext, started: float) -> None:
+def _report_progress(context: DriverContext, started: float) -> None:
     while True:
         gevent.sleep(2.0)
         elapsed = time.time() - started
         logger.info(
-            f"  {dispatcher.completed}/{dispatcher.total} done, {context.generated_tokens / elapsed:.0f} tok/s,"
-            f" {context.failed} errors, {elapsed:.0f} s"
+            f"  {context.dispatcher.completed}/{context.dispatcher.total} done,"
+            f" {context.generated_tokens / elapsed:.0f} tok/s, {context.failed} errors, {elapsed:.0f} s"
         )
-
-
-def _write_locust_outputs(environment: Environment, out_dir: Path) -> None:
-    """Locust's own stats (CSV) and HTML report, for people used to them."""
-    locust_dir = out_dir / "locust"
-    locust_dir.mkdir(exist_ok=True)
-    stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
-    with (locust_dir / "stats.csv").open("w", newline="") as handle:
-        stats_csv.requests_csv(csv.writer(handle))
-    with (locust_dir / "failures.csv").open("w", newline="") as handle:
-        stats_csv.failures_csv(csv.writer(handle))
-    (locust_dir / "report.html").write_text(get_html_report(environment, show_download_link=False))
