@@ -3,7 +3,9 @@
 Modules: `work` (plan -> work items), `dispatch` (who sends what when), `user` (the
 Locust user), `journal` (crash-safe records), `sse` (stream decoding), `stream` (one
 stream's tokens and verdict), `outcome` (failure kinds and the row of each request),
-`timeouts`, `endpoint` (checks, token counts, warm-up), `runner` (one run). Nothing is re-exported here on
-purpose: importing `user` or `runner` imports Locust, which monkey-patches the whole
-process for gevent; only the `batchbench` CLI, which patches first, should do that.
+`timeouts`, `endpoint` (checks, token counts, warm-up), `client_health`, `steps` (the
+engine's step log), `load` (the live load and its stopping), `tables` (a run's tables),
+`runner` (one run). Nothing is re-exported here on purpose: importing `user`, `load`,
+`tables` or `runner` imports Locust, which monkey-patches the whole process for
+gevent; only the `batchbench` CLI, which patches first, should do that.
 """
