@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -139,6 +140,9 @@ def main() -> None:
     parser.add_argument("--telemetry-interval-s", default="0.25", help="our driver's /metrics polling")
     parser.add_argument("--result", default="compare_vllm_bench.json", help="file name under benchmarks/results/")
     args = parser.parse_args()
+    # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("launchers").setLevel(logging.INFO)
     global TELEMETRY_INTERVAL_S  # noqa: PLW0603 - one knob for the whole script
     TELEMETRY_INTERVAL_S = args.telemetry_interval_s
     if args.endpoint:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import tempfile
 import threading
@@ -103,6 +104,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
+    # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("launchers").setLevel(logging.INFO)
     results: dict[str, list[dict[str, float]]] = {layout: [] for layout in LAYOUTS}
     spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=STREAMS, layout="as-launched")
     with tempfile.TemporaryDirectory() as logs, start(spec, log_dir=Path(logs)) as server:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import tempfile
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--workload", default="cpu-fixed-closed16")
     args = parser.parse_args()
+    # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("launchers").setLevel(logging.INFO)
     results: dict[str, list[float]] = {arm: [] for arm in ARMS}
     for rep in range(args.reps):
         order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
