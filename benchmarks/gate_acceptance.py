@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -75,6 +76,9 @@ def main() -> None:
     parser.add_argument("--gate-runs", type=int, default=10)
     parser.add_argument("--workload", default="cpu-anyscale-cap128")
     args = parser.parse_args()
+    # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("launchers").setLevel(logging.INFO)
     spec = load_specs([args.workload])[0]
     dirs: dict[str, list[Path]] = {arm: [] for arm in SLOWDOWNS}
     run_s: list[float] = []
@@ -89,7 +93,7 @@ def main() -> None:
                 began = time.monotonic()
                 execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
                                    tokenizer=load_tokenizer(None, endpoint), out_dir=out,
-                                   server=dataclasses.asdict(server.info), warmup=False, progress=lambda line: None))
+                                   server=dataclasses.asdict(server.info), warmup=False))
                 run_s.append(time.monotonic() - began)
                 dirs[arm].append(out)
                 print(f"round {round_index + 1} {arm}: {run_s[-1]:.0f} s", flush=True)
