@@ -18,6 +18,15 @@ from harness.driver.sse import SSEDecoder
 from launchers import Mode, ServerHandle, ServerSpec, start
 
 
+def load_test_module(path: Path, name: str):
+    """A test module loaded by path (tests are not a package: importlib import mode), to share its helpers."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(autouse=True, scope="session")
 def private_history(tmp_path_factory):
     """Every command a test runs appends to a history of its own, never the user's."""
@@ -139,15 +148,7 @@ def threaded():
     return run_in_thread
 
 
-def _load_fault_proxy():
-    # Loaded by path: tests are not a package (importlib import mode).
-    spec = importlib.util.spec_from_file_location("fault_proxy", Path(__file__).with_name("fault_proxy.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fault_proxy = _load_fault_proxy()
+fault_proxy = load_test_module(Path(__file__).with_name("fault_proxy.py"), "fault_proxy")
 
 
 @pytest.fixture
@@ -177,29 +178,53 @@ def chromium() -> str:
     return path
 
 
-# A probe script, added to a page, reports through the document title how many images it
-# has and how many loaded.
-IMAGE_PROBE = """<script>window.addEventListener('load', () => {
-  const images = [...document.images];
-  document.title = JSON.stringify({images: images.length,
-    loaded: images.filter(i => i.complete && i.naturalWidth > 0).length});
-});</script></body>"""
+# Chromium's window for every page test: what a reader sees first at 1280 x 900.
+WINDOW = (1280, 900)
 
 
 @pytest.fixture
-def images_in_chromium(chromium, tmp_path):
+def headless(chromium, tmp_path) -> list[str]:
+    """Headless Chromium's command line, without the page: no network, no profile left behind."""
+    return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=5000"]
+
+
+@pytest.fixture
+def probe_in_chromium(headless, tmp_path):
+    """A function: what a probe script (JS building an object) sees in `page`, as Chromium renders it.
+
+    The script runs on load and reports through the document title, read back from the DOM.
+    """
+    def probe(page: Path, expression: str) -> dict:
+        probed = tmp_path / f"probed-{page.name}"
+        script = f"<script>window.addEventListener('load', () => {{ document.title = JSON.stringify({expression}); }});"
+        probed.write_text(page.read_text().replace("</body>", script + "</script></body>"))
+        result = subprocess.run([*headless, "--dump-dom", probed.as_uri()], capture_output=True, text=True,
+                                timeout=180)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout.split("<title>", 1)[1].split("</title>", 1)[0].replace("&quot;", '"'))
+
+    return probe
+
+
+# How many images a page has, and how many of them loaded.
+IMAGES_LOADED = ("{images: document.images.length,"
+                 " loaded: [...document.images].filter(i => i.complete && i.naturalWidth > 0).length}")
+
+
+@pytest.fixture
+def images_in_chromium(probe_in_chromium):
     """A function: (images, loaded) of an HTML page as headless Chromium renders it."""
     def count(page: Path) -> tuple[int, int]:
-        probed = tmp_path / f"probed-{page.name}"
-        probed.write_text(page.read_text().replace("</body>", IMAGE_PROBE))
-        result = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
-            capture_output=True, text=True, timeout=180,
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
-        seen = json.loads(result.stdout.split("<title>", 1)[1].split("</title>", 1)[0].replace("&quot;", '"'))
+        seen = probe_in_chromium(page, IMAGES_LOADED)
         return seen["images"], seen["loaded"]
 
     return count
+
+
+@pytest.fixture(scope="session")
+def synthetic_runs():
+    """The report tests' synthetic run directories (write_run, cap_workload, OUTPUTS)."""
+    return load_test_module(Path(__file__).parent / "harness" / "report" / "test_report_render.py", "report_run_dirs")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -14,23 +13,11 @@ import pytest
 
 from harness.analysis.simulate import StepTimeModel
 
-
-def _load_report_fixtures():
-    # The report tests' synthetic run directories (write_run), loaded by path: tests are not a package.
-    path = Path(__file__).parents[1] / "report" / "test_report_render.py"
-    spec = importlib.util.spec_from_file_location("report_run_dirs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-run_dirs = _load_report_fixtures()
 # 3 s steps: the 8 steps of static at cap 4, B=2 last 24 s, past the 20 s a stable run needs.
 STEP_S = [3.0, 3.03, 2.97, 3.01]
 
 
-def result_dir(root: Path, name: str, slowdown: float = 0.0, runs: int = 4) -> Path:
+def result_dir(run_dirs, root: Path, name: str, slowdown: float = 0.0, runs: int = 4) -> Path:
     """A sweep directory of `runs` static runs at cap 4, each step `slowdown` slower."""
     for i, step in enumerate(STEP_S[:runs]):
         model = StepTimeModel.from_points({1: step / (1 - slowdown)})
@@ -45,10 +32,11 @@ def gate(*args, history: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def results(tmp_path_factory, synthetic_runs):
     root = tmp_path_factory.mktemp("results")
-    return {name: result_dir(root, name, slowdown) for name, slowdown in
-            (("baseline", 0.0), ("same", 0.0), ("slower", 0.12))} | {"short": result_dir(root, "short", runs=2)}
+    return {name: result_dir(synthetic_runs, root, name, slowdown) for name, slowdown in
+            (("baseline", 0.0), ("same", 0.0), ("slower", 0.12))} | {
+        "short": result_dir(synthetic_runs, root, "short", runs=2)}
 
 
 def test_the_same_figures_pass_and_a_twelve_percent_drop_is_a_regression(results, tmp_path):

