@@ -1,15 +1,15 @@
 """What the engine step recorder costs: continuous throughput with and without it.
 
-Each repetition starts two continuous servers in turn, one with the recorder
-(launchers.step_recorder, as every launched server runs) and one on vLLM's own
-scheduler class, and measures the same workload through the harness on each. The
-order alternates between repetitions (AB, BA, ...) so a drift of the machine's speed
-lands on both arms alike. A fresh server per run: the arm is a server argument.
+Two continuous servers stay up side by side (an idle vLLM server sleeps), one with the
+recorder (launchers.step_recorder, as every launched server runs) and one on vLLM's own
+scheduler class; each repetition runs the same workload through the harness on both,
+back to back, the order alternating (AB, BA, ...) so a drift of the machine's speed
+lands on both arms alike and each pair shares the machine's speed of that minute.
 
 Reported: each arm's output tok/s per repetition, and the paired ratio recorded/plain
 with a 95% bootstrap interval (harness.analysis.stats). The target is a cost <= 1%.
 
-    .venv/bin/python benchmarks/recorder_overhead.py [--reps 5] [--workload cpu-fixed-closed16]
+    .venv/bin/python benchmarks/recorder_overhead.py [--reps 8] [--workload cpu-fixed-closed16]
 
 Writes benchmarks/results/recorder_overhead.json and prints a table.
 """
@@ -17,6 +17,7 @@ Writes benchmarks/results/recorder_overhead.json and prints a table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -39,41 +40,47 @@ PLAIN_SCHEDULER = ("--scheduler-cls", "vllm.v1.core.sched.scheduler.Scheduler")
 ARMS = {"recorded": (), "plain": PLAIN_SCHEDULER}
 
 
-def measure(arm: str, workload: str, scratch: Path) -> float:
-    """Output tok/s of one run of `workload` on a fresh continuous server of this arm."""
+def launch(arm: str, scratch: Path, stack: contextlib.ExitStack):
+    """A continuous server of this arm, warmed up; it stays up for every repetition."""
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH, extra_args=ARMS[arm])
+    server = stack.enter_context(start(spec, log_dir=scratch / f"server-{arm}"))
+    endpoint = probe_endpoint(server.base_url, {}, None)
+    warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
+    return server, endpoint
+
+
+def measure(arm: str, server, endpoint, workload: str, out: Path) -> float:
+    """Output tok/s of one run of `workload` on this arm's server."""
     spec = load_specs([workload])[0]
-    server_spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH, extra_args=ARMS[arm])
-    with start(server_spec, log_dir=scratch / "server") as server:
-        endpoint = probe_endpoint(server.base_url, {}, None)
-        warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
-        out = scratch / "run"
-        execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
-                           tokenizer=load_tokenizer(None, endpoint), out_dir=out,
-                           server=dataclasses.asdict(server.info), warmup=False))
-        steps = load_run(out).steps
-        # The runner writes steps.parquet whenever the server has a step log; a plain
-        # scheduler leaves it empty.
-        steps_recorded = steps is not None and not steps.empty
-        if steps_recorded != (arm == "recorded"):
-            raise SystemExit(f"{arm} arm: the step log was {'' if steps_recorded else 'not '}written")
-        return metrics_for_run(load_run(out)).output_tok_s
+    execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
+                       tokenizer=load_tokenizer(None, endpoint), out_dir=out,
+                       server=dataclasses.asdict(server.info), warmup=False))
+    steps = load_run(out).steps
+    # The runner writes steps.parquet whenever the server has a step log; a plain
+    # scheduler leaves it empty.
+    steps_recorded = steps is not None and not steps.empty
+    if steps_recorded != (arm == "recorded"):
+        raise SystemExit(f"{arm} arm: the step log was {'' if steps_recorded else 'not '}written")
+    return metrics_for_run(load_run(out)).output_tok_s
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--workload", default="cpu-fixed-closed16")
     args = parser.parse_args()
     # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
     logging.basicConfig(format="%(message)s")
     logging.getLogger("launchers").setLevel(logging.INFO)
     results: dict[str, list[float]] = {arm: [] for arm in ARMS}
-    for rep in range(args.reps):
-        order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
-        for arm in order:
-            with tempfile.TemporaryDirectory() as scratch:
-                results[arm].append(measure(arm, args.workload, Path(scratch)))
-            print(f"rep {rep + 1} {arm}: {results[arm][-1]:.1f} output tok/s", flush=True)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        scratch = Path(tmp)
+        servers = {arm: launch(arm, scratch, stack) for arm in ARMS}
+        for rep in range(args.reps):
+            order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
+            for arm in order:
+                results[arm].append(measure(arm, *servers[arm], args.workload, scratch / f"{arm}-{rep + 1}"))
+                print(f"rep {rep + 1} {arm}: {results[arm][-1]:.1f} output tok/s", flush=True)
     ratio = paired_ratio_ci(results["recorded"], results["plain"])
     summary = {
         "workload": args.workload,
