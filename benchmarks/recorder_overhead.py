@@ -79,7 +79,8 @@ def main() -> None:
         for rep in range(args.reps):
             order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
             for arm in order:
-                results[arm].append(measure(arm, *servers[arm], args.workload, scratch / f"{arm}-{rep + 1}"))
+                server, endpoint = servers[arm]
+                results[arm].append(measure(arm, server, endpoint, args.workload, scratch / f"{arm}-{rep + 1}"))
                 print(f"rep {rep + 1} {arm}: {results[arm][-1]:.1f} output tok/s", flush=True)
     ratio = paired_ratio_ci(results["recorded"], results["plain"])
     summary = {
