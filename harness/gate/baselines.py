@@ -29,15 +29,19 @@ def from_history(
     samples = {}
     for key, rows in group_by_config(candidate).items():
         head = rows[0]
-        ids = store.baseline(
+        found = store.baseline(
             key, last, hardware_key=head.hardware_key, server=head.server, pool_hardware=pool_hardware,
             pool_servers=pool_servers, before=min(row.recorded_at for row in rows),
         )
-        if not ids.batches:
+        if not found.batches:
             continue
-        wanted = {batch.batch_id for batch in ids.batches}
-        trials = [row for row in store.trials(config_key=key, batch_id=sorted(wanted))]
-        nights = tuple(tuple(row for row in trials if row.batch_id == batch.batch_id) for batch in ids.batches)
+        # The chosen batches' whole rows (health, every figure), under the same filters.
+        filters: dict[str, object] = {"config_key": key, "accepted": True,
+                                      "batch_id": [batch.batch_id for batch in found.batches]}
+        if not pool_hardware:
+            filters["hardware_key"] = head.hardware_key
+        trials = [row for row in store.trials(**filters) if pool_servers or row.server == head.server]
+        nights = tuple(tuple(row for row in trials if row.batch_id == batch.batch_id) for batch in found.batches)
         where = "any machine" if pool_hardware else "this machine"
         samples[key] = BaselineSample(nights, f"last {len(nights)} accepted batches ({where})")
     return samples
