@@ -49,10 +49,8 @@ def run(args: argparse.Namespace) -> int:
     history = {}
     for config in night.result.configs:
         tonight = next(row for row in night.trials if row.config_key == config.config_key)
-        trials = store.frame(config_key=config.config_key, hardware_key=tonight.hardware_key)
-        history[config.config_key] = trials.loc[
-            (trials["server_name"] == tonight.server_name) & (trials["server_version"] == tonight.server_version)
-        ]
+        history[config.config_key] = store.comparable(config.config_key, hardware_key=tonight.hardware_key,
+                                                      server=tonight.server)
     _, page, _ = write_blocks(trend_blocks(loaded.suite.name, night.result, history), out,
                               f"Nightly trend: {loaded.suite.name}", "trend")
     publish(night.result, destinations(args, settings))

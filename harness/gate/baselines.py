@@ -35,13 +35,7 @@ def from_history(
         )
         if not found.batches:
             continue
-        # The chosen batches' whole rows (health, every figure), under the same filters.
-        filters: dict[str, object] = {"config_key": key, "accepted": True,
-                                      "batch_id": [batch.batch_id for batch in found.batches]}
-        if not pool_hardware:
-            filters["hardware_key"] = head.hardware_key
-        trials = [row for row in store.trials(**filters) if pool_servers or row.server == head.server]
-        nights = tuple(tuple(row for row in trials if row.batch_id == batch.batch_id) for batch in found.batches)
+        nights = tuple(batch.trials for batch in found.batches)
         where = "any machine" if pool_hardware else "this machine"
         samples[key] = BaselineSample(nights, f"last {len(nights)} accepted batches ({where})")
     return samples

@@ -13,6 +13,9 @@ from datetime import datetime
 
 import pandas as pd
 
+from harness.history.rows import TrialRow
+from harness.history.schema import frame_rows
+
 # Nights in a baseline unless told otherwise: a week of nightlies.
 DEFAULT_BASELINE_BATCHES = 7
 
@@ -27,6 +30,8 @@ class BaselineBatch:
     # When its last trial started (UTC): batches are ordered by it.
     recorded_at: datetime
     values: tuple[float, ...]
+    # The same trials whole (health, every figure), in the order of `values`.
+    trials: tuple[TrialRow, ...]
     # True when every trial was STABLE and had no failed request.
     clean: bool
 
@@ -67,6 +72,7 @@ def latest_batches(trials: pd.DataFrame, metric: str, k: int, before: datetime |
             git_shas=tuple(sorted({str(sha) for sha in rows["git_sha"].dropna()})),
             recorded_at=last,
             values=tuple(float(value) for value in rows[metric]),
+            trials=tuple(frame_rows(rows)),
             clean=bool(rows["stable"].all() and (rows["errors"] == 0).all()),
         ))
     batches.sort(key=lambda batch: batch.recorded_at)

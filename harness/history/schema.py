@@ -9,6 +9,7 @@ SQLite's `PRAGMA user_version`: 0 means a new file, to be created.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -103,3 +104,14 @@ def decode_frame(frame: pd.DataFrame) -> pd.DataFrame:
         # A column whose every value is NULL comes back as object; keep it numeric.
         frame[name] = frame[name].astype("float64")
     return frame
+
+
+def frame_rows(frame: pd.DataFrame) -> list[TrialRow]:
+    """A decoded frame's records as TrialRows: pandas' NaN and Timestamp back to None and datetime."""
+    rows = []
+    for record in frame[list(TrialRow.model_fields)].to_dict("records"):
+        fields = {str(name): (None if isinstance(value, float) and math.isnan(value) else value)
+                  for name, value in record.items()}
+        fields["recorded_at"] = pd.Timestamp(record["recorded_at"]).to_pydatetime()
+        rows.append(TrialRow.model_validate(fields))
+    return rows

