@@ -10,14 +10,18 @@ arm runs twice per round, since the unchanged scenario needs two independent set
 Each scenario then makes `--gate-runs` gate runs of `--trials` against `--trials`:
 - unchanged: two disjoint sets of plain trials;
 - slow10 / slow3: plain trials against the slowed arm's.
+An inconclusive gate run gets one more candidate trial at a time from the unused rest of
+its pool, up to `--extra-trials`, as a nightly's extra rounds give it.
 Sets are drawn from the pools without replacement within a gate run; the gate runs of a
 scenario share the pools (with pools of 20/10/10 trials, 10 fully independent gate runs
 would need 100/50/50). Reported: outcomes per scenario, and the wall time of a gate run
 measured as (its trials' run time) + (the verdict's compute time).
 
     .venv/bin/python benchmarks/gate_acceptance.py [--rounds 10] [--trials 5] [--gate-runs 10]
+    .venv/bin/python benchmarks/gate_acceptance.py --rejudge benchmarks/results/gate_acceptance.json
 
-Writes benchmarks/results/gate_acceptance.json.
+Writes benchmarks/results/gate_acceptance.json, the pools' whole trials included, so
+`--rejudge` can judge the same measured trials again under today's rule without a server.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.gate.compare import BaselineSample, judge_config
 from harness.gate.statistics import GateRule
 from harness.history.from_run import trial_from_run
+from harness.history.rows import TrialRow
 from harness.workload import load_specs
 from launchers import ServerSpec, start
 
@@ -74,8 +79,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--gate-runs", type=int, default=10)
+    parser.add_argument("--extra-trials", type=int, default=2)
     parser.add_argument("--workload", default="cpu-anyscale-cap128")
+    parser.add_argument("--rejudge", type=Path, help="judge the pools saved in this result file again; no server")
     args = parser.parse_args()
+    if args.rejudge:
+        saved = json.loads(args.rejudge.read_text())
+        pools = {arm: [TrialRow.model_validate(trial) for trial in trials]
+                 for arm, trials in saved["pool_trials"].items()}
+        judge(pools, args, {"workload": saved["workload"], "rounds": saved["rounds"]}, saved["median_run_s"])
+        return
     # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
     logging.basicConfig(format="%(message)s")
     logging.getLogger("launchers").setLevel(logging.INFO)
@@ -101,40 +114,54 @@ def main() -> None:
         by_path = {run.data.path: run for run in assessed.assessed}
         pools = {arm: [trial_from_run(by_path[d], source="run", batch_id=arm) for d in arm_dirs]
                  for arm, arm_dirs in dirs.items()}
+    judge(pools, args, {"workload": args.workload, "rounds": args.rounds}, float(np.median(run_s)))
+
+
+def judge(pools: dict[str, list[TrialRow]], args: argparse.Namespace, report: dict[str, object],
+          median_run_s: float) -> None:
+    """The scenarios' gate runs on the measured pools; prints the counts and writes the result file."""
     rng = np.random.default_rng(0)
     rule = GateRule()
     scenarios = {"unchanged": "plain", "slow10": "slow10", "slow3": "slow3"}
-    report: dict[str, object] = {"workload": args.workload, "trials": args.trials, "rounds": args.rounds,
-                                 "pool_sizes": {arm: len(pool) for arm, pool in pools.items()},
-                                 "pool_engine_tok_s": {arm: [t.engine_total_tok_s for t in pool]
-                                                       for arm, pool in pools.items()},
-                                 "pool_stable": {arm: sum(t.stable for t in pool) for arm, pool in pools.items()}}
+    report.update({
+        "trials": args.trials, "extra_trials": args.extra_trials, "rule": dataclasses.asdict(rule),
+        "pool_sizes": {arm: len(pool) for arm, pool in pools.items()},
+        "pool_engine_tok_s": {arm: [t.engine_total_tok_s for t in pool] for arm, pool in pools.items()},
+        "pool_stable": {arm: sum(t.stable for t in pool) for arm, pool in pools.items()},
+        "pool_trials": {arm: [t.model_dump(mode="json") for t in pool] for arm, pool in pools.items()},
+    })
     outcomes: dict[str, list[dict[str, object]]] = {}
     for scenario, arm in scenarios.items():
         outcomes[scenario] = []
         for _ in range(args.gate_runs):
             plain = list(rng.permutation(len(pools["plain"])))
             base = [pools["plain"][i] for i in plain[: args.trials]]
+            # The candidate's trials in drawing order: the first `trials`, then the extras.
             if arm == "plain":
-                candidate = [pools["plain"][i] for i in plain[args.trials : 2 * args.trials]]
+                drawn = [pools["plain"][i] for i in plain[args.trials:]]
             else:
-                candidate = [pools[arm][i] for i in rng.permutation(len(pools[arm]))[: args.trials]]
+                drawn = [pools[arm][i] for i in rng.permutation(len(pools[arm]))]
             began = time.monotonic()
-            verdict = judge_config(candidate, BaselineSample((tuple(base),), "plain pool"), rule)
+            used = args.trials
+            while True:
+                verdict = judge_config(drawn[:used], BaselineSample((tuple(base),), "plain pool"), rule)
+                if verdict.outcome != "inconclusive" or used >= min(len(drawn), args.trials + args.extra_trials):
+                    break
+                used += 1
             decided_s = time.monotonic() - began
             outcomes[scenario].append({"outcome": verdict.outcome, "reasons": list(verdict.reasons),
                                        "ratio": verdict.verdict.ratio.point if verdict.verdict else None,
-                                       "decide_s": decided_s})
+                                       "candidate_trials": used, "decide_s": decided_s})
         counts = {o: sum(r["outcome"] == o for r in outcomes[scenario]) for o in ("pass", "regression", "inconclusive")}
         print(f"{scenario:10} {counts}", flush=True)
     report["outcomes"] = outcomes
-    gate_run_s = float(np.median(run_s)) * 2 * args.trials
-    report["median_run_s"] = float(np.median(run_s))
+    gate_run_s = median_run_s * 2 * args.trials
+    report["median_run_s"] = median_run_s
     report["gate_run_wall_s"] = gate_run_s
     out = ROOT / "benchmarks" / "results" / "gate_acceptance.json"
     out.write_text(json.dumps(report, indent=2))
-    print(f"median trial {np.median(run_s):.0f} s; a gate run of {args.trials}+{args.trials} trials takes about"
-          f" {gate_run_s / 60:.1f} min of runs -> {out}")
+    print(f"median trial {median_run_s:.0f} s; a gate run of {args.trials}+{args.trials} trials takes about"
+          f" {gate_run_s / 60:.1f} min of runs (each extra trial {median_run_s:.0f} s more) -> {out}")
 
 
 if __name__ == "__main__":

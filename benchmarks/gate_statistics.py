@@ -5,7 +5,9 @@ noise (harness.gate.power), fixed seeds:
 - no change: regressions called must be <= 1% (false alarms); inconclusive reported;
 - a true 10% drop: regressions called must be >= 95% (detection);
 - a true 3% drop, under the 5% threshold: how often it is called anyway.
-Each scenario is judged by the default rule and, for comparison, at alpha = 0.01.
+Each scenario is judged by the default rule; by it with the nightly's 2 extra candidate
+trials for an inconclusive comparison; and, for comparison, by the rule without its
+margin test (as it was before the margin).
 
     .venv/bin/python benchmarks/gate_statistics.py
 
@@ -37,14 +39,16 @@ def figures(rates: OutcomeRates) -> dict[str, float | int]:
 
 def main() -> int:
     began = time.perf_counter()
-    rules = {"default": GateRule(), "alpha 0.01": GateRule(alpha=0.01)}
+    # label: (rule, extra candidate trials for an inconclusive comparison)
+    rules = {"default": (GateRule(), 0), "default + 2 extra trials": (GateRule(), 2),
+             "no margin": (GateRule(margin=0.0), 0)}
     results: dict[str, dict[str, dict[str, float | int]]] = {}
-    for label, rule in rules.items():
-        print(f"{label} rule: threshold {rule.threshold:.0%}, alpha {rule.alpha:g}, "
-              f"{COMPARISONS} comparisons of {TRIALS} trials a side, {NOISE:.0%} noise")
+    for label, (rule, extra) in rules.items():
+        print(f"{label}: threshold {rule.threshold:.0%}, alpha {rule.alpha:g}, margin {rule.margin:.0%} at "
+              f"{rule.margin_alpha:g}, {COMPARISONS} comparisons of {TRIALS} trials a side, {NOISE:.0%} noise")
         results[label] = {}
         for name, drop, seed in SCENARIOS:
-            rates = simulate_outcomes(drop, NOISE, TRIALS, COMPARISONS, seed, rule)
+            rates = simulate_outcomes(drop, NOISE, TRIALS, COMPARISONS, seed, rule, extra)
             results[label][name] = figures(rates)
             print(f"  {name:>9}: regression {rates.regression_rate:6.1%}  inconclusive {rates.inconclusive_rate:6.1%}"
                   f"  pass {rates.passed / rates.comparisons:6.1%}")
@@ -59,7 +63,8 @@ def main() -> int:
           f"detection {acceptance['detection_rate']:.1%} (>= {MIN_DETECTION:.0%}), "
           f"{time.perf_counter() - began:.1f} s")
     out = ROOT / "benchmarks" / "results" / "gate_statistics.json"
-    out.write_text(json.dumps({"rules": {label: asdict(rule) for label, rule in rules.items()},
+    out.write_text(json.dumps({"rules": {label: {**asdict(rule), "extra_trials": extra}
+                                         for label, (rule, extra) in rules.items()},
                                "results": results, "acceptance": acceptance}, indent=2) + "\n")
     return 0 if acceptance["false_alarm_ok"] and acceptance["detection_ok"] else 1
 

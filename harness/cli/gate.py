@@ -40,6 +40,8 @@ def add_parser(subparsers) -> None:
                         " 0.05; widened to 3x the baseline's between-night noise)")
     parser.add_argument("--alpha", type=float, default=0.02, help="significance of the one-sided Mann-Whitney test"
                         " (default 0.02)")
+    parser.add_argument("--margin", type=float, default=0.03, help="a second test must show the candidate slower"
+                        " than the baseline lowered by this share (default 0.03), not merely slower")
     parser.add_argument("--metric", choices=METRIC_CHOICES, default="auto", help="figure compared (default auto: the"
                         " engine's total tok/s when every trial has it, else the client's)")
     parser.add_argument("--pool-hardware", action="store_true", help="baseline from any machine, not only the"
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.history import HistoryStore
 
     settings = Settings.from_env()
-    rule = GateRule(threshold=args.threshold, alpha=args.alpha)
+    rule = GateRule(threshold=args.threshold, alpha=args.alpha, margin=args.margin)
     candidate = trials_from_dir(args.candidate)
     if args.baseline is not None:
         baselines = from_directory(trials_from_dir(args.baseline), f"pinned {args.baseline}")

@@ -14,7 +14,16 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from harness.errors import UsageError
 from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
@@ -123,7 +132,16 @@ class GateOutputs(_Options):
 class GateOptions(GateOutputs):
     threshold: Share
     alpha: Share
+    margin: Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)]
     last: Positive = Field(le=MAX_REPETITIONS)
+
+    @field_validator("margin")
+    @classmethod
+    def _below_threshold(cls, margin: float, info: ValidationInfo) -> float:
+        threshold = info.data.get("threshold")
+        if threshold is not None and margin >= threshold:
+            raise ValueError(f"must be below --threshold {threshold}, got {margin}")
+        return margin
 
 
 class NightlyOptions(GateOutputs):

@@ -5,6 +5,7 @@ Only formatting: every figure comes computed in a GateResult (harness.gate.compa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import xml.etree.ElementTree as ET
@@ -111,14 +112,14 @@ def to_json(result: GateResult) -> str:
             "candidate": _estimate_json(config.candidate),
             "ratio": _estimate_json(verdict.ratio) if verdict else None,
             "p_value": verdict.p_value if verdict else None,
+            "margin_p_value": verdict.margin_p_value if verdict else None,
             "effective_threshold": verdict.effective_threshold if verdict else None,
             "between_night_noise": verdict.noise if verdict else None,
         })
     document = {
         "outcome": result.outcome,
         "exit_code": result.exit_code,
-        "rule": {"threshold": result.rule.threshold, "alpha": result.rule.alpha,
-                 "min_trials": result.rule.min_trials, "max_trial_cv": result.rule.max_trial_cv},
+        "rule": dataclasses.asdict(result.rule),
         "notes": list(result.notes),
         "configurations": configs,
     }

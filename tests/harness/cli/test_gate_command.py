@@ -67,12 +67,13 @@ def test_too_few_trials_and_an_empty_history_are_inconclusive(results, tmp_path)
         (["nope"], "not a directory: nope"),
         (["{same}", "--threshold", "1.5"], "--threshold: Input should be less than 1"),
         (["{same}", "--alpha", "0"], "--alpha: Input should be greater than 0"),
+        (["{same}", "--margin", "0.05"], "--margin: must be below --threshold 0.05, got 0.05"),
         (["{same}", "--last", "0"], "--last: Input should be greater than 0"),
         (["{same}", "--json", "{same}"], "--json: .* is a directory, not a file"),
         (["{same}", "--baseline", "{same}/runs/static-cap4-r1/records.parquet"], "not a directory"),
         (["{same}", "--metric", "fast"], "argument --metric: invalid choice"),
     ],
-    ids=["candidate", "threshold", "alpha", "last", "json-dir", "baseline-file", "metric"],
+    ids=["candidate", "threshold", "alpha", "margin", "last", "json-dir", "baseline-file", "metric"],
 )
 def test_bad_input_is_one_line_and_exit_2(results, tmp_path, args, message):
     completed = gate(*[arg.format(same=results["same"]) for arg in args], history=tmp_path / "h.sqlite")
