@@ -205,6 +205,14 @@ def kv_bytes_per_token(model: ModelShape) -> int:
     return 2 * model.num_layers * model.num_kv_heads * model.head_dim * model.dtype_bytes
 
 
+def embedding_parameters(model: ModelShape) -> int:
+    """Weights of the lookup tables a token only indexes (no multiply): the token embedding,
+    and OPT's learned position table. A tied LM head multiplies the token embedding,
+    but once per sampled sequence, not per token."""
+    positions = (model.max_position_embeddings + _OPT_POSITION_OFFSET) * model.hidden_size
+    return model.vocab_size * model.hidden_size + (positions if model.architecture == "opt" else 0)
+
+
 def roofline_step_time_s(model: ModelShape, gpu: GpuSpec, batch: int, context_tokens: int = 0) -> float:
     """Roofline time of one decode step of `batch` sequences, each `context_tokens` long.
 

@@ -166,12 +166,12 @@ def simulate(
         raise ValueError(f"system: must be one of {', '.join(SYSTEMS)}, got {system!r}")
     if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
         raise ValueError(f"B: batch size must be a positive integer, got {B!r}")
-    outputs = _counts("output_tokens", output_tokens, minimum=1)
+    outputs = token_counts("output_tokens", output_tokens, minimum=1)
     n = len(outputs)
     if prompt_tokens is None:
         prompts = np.zeros(n, dtype=np.int64)
     else:
-        prompts = _counts("prompt_tokens", prompt_tokens, minimum=0)
+        prompts = token_counts("prompt_tokens", prompt_tokens, minimum=0)
     times = np.zeros(n) if arrivals is None else _arrivals(arrivals)
     if len(prompts) != n:
         raise ValueError(f"prompt_tokens: has {len(prompts)} entries, output_tokens has {n}")
@@ -205,7 +205,7 @@ def slot_diagram(output_tokens: Sequence[int] | np.ndarray, B: int, system: Syst
     never on step durations, so no step model is needed. Spans come in request order.
     """
     result = simulate(system, output_tokens, B, StepTimeModel.from_points({1: 1.0}))
-    outputs = _counts("output_tokens", output_tokens, minimum=1)
+    outputs = token_counts("output_tokens", output_tokens, minimum=1)
     return [
         SlotSpan(
             row=int(result.slot[i]),
@@ -375,7 +375,7 @@ def _result(system: SystemName, B: int, outputs: np.ndarray, prompts: np.ndarray
     )
 
 
-def _counts(name: str, values: Sequence[int] | np.ndarray, minimum: int) -> np.ndarray:
+def token_counts(name: str, values: Sequence[int] | np.ndarray, minimum: int) -> np.ndarray:
     """Validate a 1-D sequence of whole token counts, each at least `minimum`."""
     array = np.asarray(values)
     if array.ndim != 1 or array.size == 0:

@@ -148,6 +148,10 @@ class NightlyOptions(GateOutputs):
     out: OutDir | None
 
 
+class PredictOptions(_Options):
+    batch_size: Positive | None = Field(le=MAX_BATCH)
+
+
 OPTIONS: dict[str, type[_Options]] = {
     "serve": ServeOptions,
     "run": RunOptions,
@@ -155,6 +159,7 @@ OPTIONS: dict[str, type[_Options]] = {
     "analyze": AnalyzeOptions,
     "gate": GateOptions,
     "nightly": NightlyOptions,
+    "predict": PredictOptions,
 }
 
 

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.analysis import physics
 from harness.analysis.engine import occupancy_steps
 from harness.analysis.gap import GapEntry, check_acceptance
+from harness.analysis.gpu_predict import WorkloadPrediction, predict_workload
+from harness.analysis.gpu_setups import GpuSetup, setup_for_profile
 from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
 from harness.analysis.rundir import RunData
@@ -29,6 +31,7 @@ from harness.manifest import RunManifest
 from harness.report.step_model import StepModelSummary
 from harness.systems import SYSTEMS, SystemName
 from harness.validation import describe_validation_error
+from harness.workload.spec import WorkloadSpec
 
 # The seed example: one static batch of four holding each length once wastes 60% of
 # its slots. The diagram cycles the lengths four times (as the CPU seed workload does)
@@ -92,6 +95,14 @@ class StepQuote:
 
 
 @dataclass(frozen=True)
+class GpuPrediction:
+    """The runs served a GPU model profile: that setup's predictions for their burst workloads."""
+
+    setup: GpuSetup
+    predictions: list[WorkloadPrediction]
+
+
+@dataclass(frozen=True)
 class ReportFacts:
     """What the sections lay out: the runs, the gap table and all derived from them."""
 
@@ -109,6 +120,7 @@ class ReportFacts:
     cards: tuple[physics.ModelCard, physics.ModelCard]
     gpu_batch_ratio: float
     step_quote: StepQuote | None
+    gpu_prediction: GpuPrediction | None = None
 
 
 def parse_extras(extras: ReportExtras | Mapping[str, Any] | None) -> ReportExtras:
@@ -166,7 +178,37 @@ def gather_facts(
         cards=(llama, physics.model_card(physics.OPT_13B, physics.A100_40GB)),
         gpu_batch_ratio=gpu_ratio,
         step_quote=_step_quote(extras),
+        gpu_prediction=gpu_prediction([run.data.manifest for run in runs]),
     )
+
+
+def gpu_prediction(manifests: Sequence[RunManifest]) -> GpuPrediction | None:
+    """Predictions on paper when the runs served a GPU model profile (e.g. `--model opt-13b`).
+
+    The profile's setup (its published GPU) predicts each distinct burst workload the
+    runs measured; None when no run served a profile with a setup.
+    """
+    setups = [setup for setup in (setup_for_profile(m.model) for m in manifests) if setup is not None]
+    if not setups:
+        return None
+    setup = setups[0]
+    specs: dict[str, WorkloadSpec] = {}
+    for manifest in manifests:
+        if setup_for_profile(manifest.model) is not setup:
+            continue
+        try:
+            spec = WorkloadSpec.model_validate(manifest.workload)
+        except ValidationError:
+            continue
+        if spec.arrival.kind == "burst":
+            specs.setdefault(spec.name, spec)
+    predictions = []
+    for spec in specs.values():
+        try:
+            predictions.append(predict_workload(setup, spec))
+        except ValueError:
+            continue  # a workload the engine could never admit: nothing to predict
+    return GpuPrediction(setup, predictions) if predictions else None
 
 
 def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.report.document import IMAGES_DIR, Block, Heading, Image, to_html, to_markdown
 from harness.report.facts import ReportFacts
+from harness.report.prediction import prediction_blocks
 from harness.report.published import model_card_section, published_section
 from harness.report.sections import (
     acceptance_section,
@@ -64,6 +65,8 @@ def render_report(
         *latency_section(facts),
         *seed_section(facts),
         *published_section(facts),
+        *(prediction_blocks(facts.gpu_prediction.setup, facts.gpu_prediction.predictions)
+          if facts.gpu_prediction else ()),
         *model_card_section(facts),
         *step_model_section(extras.step_models),
         *caveats_section(extras.caveats),

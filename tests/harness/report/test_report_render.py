@@ -164,6 +164,11 @@ def test_report_sections_carry_the_numbers(sweep):
     assert "<td>continuous server pid 1 started t0</td><td>3</td><td>1,200</td><td>10.0</td><td>500.0</td>" in page
 
 
+def test_no_gpu_prediction_for_runs_of_a_cpu_model(sweep):
+    _, _, paths = sweep
+    assert "Predicted on paper" not in paths.markdown.read_text()
+
+
 def test_summary_json(sweep):
     runs, _, paths = sweep
     summary = json.loads(paths.summary.read_text())
