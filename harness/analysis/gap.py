@@ -76,7 +76,7 @@ def spread_level(workload: Mapping[str, Any]) -> Level:
 
 def predict_for_run(
     plan_requests: Sequence[Mapping[str, Any] | BaseModel],
-    B: int,
+    batch_size: int,
     system: SystemName,
     step_model: StepCost,
     wave_gap_s: float = 0.0,
@@ -96,7 +96,7 @@ def predict_for_run(
     result = simulate(
         system,
         np.array([r["output_tokens"] for r in rows], dtype=np.int64),
-        B,
+        batch_size,
         step_model,
         prompt_tokens=np.array([r["prompt_tokens"] for r in rows], dtype=np.int64),
         arrivals=np.array(arrivals, dtype=float),

@@ -135,7 +135,7 @@ class ScheduleResult:
 def simulate(
     system: SystemName,
     output_tokens: Sequence[int] | np.ndarray,
-    B: int,
+    batch_size: int,
     step_model: StepCost,
     prompt_tokens: Sequence[int] | np.ndarray | None = None,
     arrivals: Sequence[float] | np.ndarray | None = None,
@@ -164,8 +164,8 @@ def simulate(
     """
     if system not in SYSTEMS:
         raise ValueError(f"system: must be one of {', '.join(SYSTEMS)}, got {system!r}")
-    if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
-        raise ValueError(f"B: batch size must be a positive integer, got {B!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
     outputs = token_counts("output_tokens", output_tokens, minimum=1)
     n = len(outputs)
     if prompt_tokens is None:
@@ -179,8 +179,8 @@ def simulate(
         raise ValueError(f"arrivals: has {len(times)} entries, output_tokens has {n}")
     if not (math.isfinite(wave_gap_s) and wave_gap_s >= 0):
         raise ValueError(f"wave_gap_s: must be zero or positive seconds, got {wave_gap_s!r}")
-    trace = _run(system, outputs, prompts, times, int(B), step_model, float(wave_gap_s))
-    return _result(system, int(B), outputs, prompts, trace)
+    trace = _run(system, outputs, prompts, times, int(batch_size), step_model, float(wave_gap_s))
+    return _result(system, int(batch_size), outputs, prompts, trace)
 
 
 @dataclass(frozen=True)
@@ -198,13 +198,13 @@ class SlotSpan:
     useful_end_step: int
 
 
-def slot_diagram(output_tokens: Sequence[int] | np.ndarray, B: int, system: SystemName) -> list[SlotSpan]:
+def slot_diagram(output_tokens: Sequence[int] | np.ndarray, batch_size: int, system: SystemName) -> list[SlotSpan]:
     """Which request holds which row during which steps, for a burst (all at t=0).
 
     With every request present at the start, admissions depend only on step counts,
     never on step durations, so no step model is needed. Spans come in request order.
     """
-    result = simulate(system, output_tokens, B, StepTimeModel.from_points({1: 1.0}))
+    result = simulate(system, output_tokens, batch_size, StepTimeModel.from_points({1: 1.0}))
     outputs = token_counts("output_tokens", output_tokens, minimum=1)
     return [
         SlotSpan(
@@ -243,7 +243,7 @@ def _run(
     outputs: np.ndarray,
     prompts: np.ndarray,
     arrivals: np.ndarray,
-    B: int,
+    batch_size: int,
     model: StepCost,
     wave_gap_s: float,
 ) -> _Trace:
@@ -264,7 +264,7 @@ def _run(
         finish_s=np.zeros(n),
     )
     running: list[tuple[int, int]] = []  # heap of (end step, request)
-    free_rows = list(range(B))  # a heap, so the lowest free row is taken first
+    free_rows = list(range(batch_size))  # a heap, so the lowest free row is taken first
     clock, step, queued = 0.0, 0, 0
     context_offset = 0  # sum of the running requests' context offsets
     while True:
@@ -341,7 +341,9 @@ def _admit(
     return sum(seated_prompts)
 
 
-def _result(system: SystemName, B: int, outputs: np.ndarray, prompts: np.ndarray, trace: _Trace) -> ScheduleResult:
+def _result(
+    system: SystemName, batch_size: int, outputs: np.ndarray, prompts: np.ndarray, trace: _Trace
+) -> ScheduleResult:
     """Expand the runs into per-step arrays and derive the throughput figures."""
     counts = np.asarray(trace.run_steps, dtype=np.int64)
     step_active = np.repeat(np.asarray(trace.run_active, dtype=np.int64), counts)
@@ -353,7 +355,7 @@ def _result(system: SystemName, B: int, outputs: np.ndarray, prompts: np.ndarray
     busy_s = float(step_duration.sum())
     return ScheduleResult(
         system=system,
-        batch_size=B,
+        batch_size=batch_size,
         makespan_s=makespan,
         num_steps=num_steps,
         step_active=step_active,
@@ -366,12 +368,12 @@ def _result(system: SystemName, B: int, outputs: np.ndarray, prompts: np.ndarray
         prompt_tokens=prompt_total,
         useful_token_slots=useful,
         generated_tokens=int((trace.end_step - trace.admit_step).sum()),
-        total_token_slots=B * num_steps,
-        useful_fraction=useful / (B * num_steps),
+        total_token_slots=batch_size * num_steps,
+        useful_fraction=useful / (batch_size * num_steps),
         output_tokens_per_s=useful / makespan,
         total_tokens_per_s=(prompt_total + useful) / makespan,
-        mean_occupancy=float((step_active * step_duration).sum() / (B * busy_s)),
-        mean_occupancy_per_step=float(step_active.mean() / B),
+        mean_occupancy=float((step_active * step_duration).sum() / (batch_size * busy_s)),
+        mean_occupancy_per_step=float(step_active.mean() / batch_size),
     )
 
 

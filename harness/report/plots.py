@@ -109,7 +109,7 @@ def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> by
     return to_png(fig)
 
 
-def slot_diagram_plot(output_tokens: Sequence[int], B: int, diagrams: Sequence[SlotDiagram]) -> bytes:
+def slot_diagram_plot(output_tokens: Sequence[int], batch_size: int, diagrams: Sequence[SlotDiagram]) -> bytes:
     """Which request holds each batch row at each step, for a burst, one panel per diagram.
 
     `diagrams` are the schedules of `output_tokens` at batch size `B`. Coloured bars
@@ -119,7 +119,7 @@ def slot_diagram_plot(output_tokens: Sequence[int], B: int, diagrams: Sequence[S
     lengths = sorted(set(int(n) for n in output_tokens))
     colormap = colormaps["tab10"]
     palette = {n: colormap(i % colormap.N) for i, n in enumerate(lengths)}
-    fig = Figure(figsize=(8, 1.2 + 1.0 * len(diagrams) * max(1, B / 4)))
+    fig = Figure(figsize=(8, 1.2 + 1.0 * len(diagrams) * max(1, batch_size / 4)))
     axes = fig.subplots(len(diagrams), 1, sharex=True)
     for ax, diagram in zip(axes, diagrams, strict=True):
         for span in diagram.spans:
@@ -129,7 +129,7 @@ def slot_diagram_plot(output_tokens: Sequence[int], B: int, diagrams: Sequence[S
             if span.end_step > span.useful_end_step:
                 ax.barh(span.row, span.end_step - span.useful_end_step, left=span.useful_end_step, height=0.8,
                         color=PADDING_COLOR, hatch="//", edgecolor="white", linewidth=0.5)
-        ax.set_yticks(range(B), [f"row {r}" for r in range(B)])
+        ax.set_yticks(range(batch_size), [f"row {r}" for r in range(batch_size)])
         ax.invert_yaxis()
         result = diagram.result
         ax.set_title(f"{diagram.system}: {result.num_steps} steps, {result.useful_fraction:.0%} of slots useful",

@@ -358,8 +358,8 @@ def test_slot_diagram_shows_continuous_refills():
     ("kwargs", "argument"),
     [
         ({"system": "dynamic"}, "system"),
-        ({"B": 0}, "B"),
-        ({"B": 2.5}, "B"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": 2.5}, "batch_size"),
         ({"output_tokens": []}, "output_tokens"),
         ({"output_tokens": [10, 0]}, "output_tokens"),
         ({"output_tokens": [10.5, 3.0]}, "output_tokens"),
@@ -372,7 +372,7 @@ def test_slot_diagram_shows_continuous_refills():
     ],
 )
 def test_simulate_rejects_bad_arguments_naming_them(kwargs, argument):
-    arguments = {"system": "static", "output_tokens": [10, 20], "B": 2, "step_model": ONE_MS, **kwargs}
+    arguments = {"system": "static", "output_tokens": [10, 20], "batch_size": 2, "step_model": ONE_MS, **kwargs}
     with pytest.raises((TypeError, ValueError), match=f"^{argument}:") as caught:
         simulate(**arguments)
     assert "\n" not in str(caught.value)
