@@ -154,6 +154,11 @@ class Cluster:
         """Hand out the shares, spawn the users, start the clock at t0; returns t0 (the master's clock)."""
         assert self.runner is not None, "open() first"
         attached = sorted((node.id for node in self.runner.clients.ready), key=self.runner.get_worker_index)
+        for surplus in attached[self.spec.workers:]:
+            # Locust would give it users too, with no share to send: it is sent away before spawning.
+            logger.info(f"a worker beyond --workers {self.spec.workers} attached: sent away")
+            self.runner.send_message("quit", client_id=surplus)
+            del self.runner.clients[surplus]
         shards = shard_work(items, self.spec.workers)
         self.total = len(items)
         self._journal = RunJournal(run_dir)
