@@ -11,7 +11,7 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,6 +63,23 @@ class ClientHealth(BaseModel):
     loop_lag_probes: int = Field(description="timer firings measured")
 
 
+class LoadProcess(BaseModel):
+    """One process of a distributed run's load client: its master, or one of its workers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["master", "worker"] = Field(description="master (plan, telemetry, hand-out) or worker (sends)")
+    name: str = Field(description="host:pid, as in records.parquet's worker column")
+    requests: int = Field(description="rows it recorded (a worker's own requests, ok or failed)")
+    clock_offset_s: float = Field(
+        description="its clock minus the master's, estimated at start (0 on the master's host); its rows are"
+        " shifted by it into the master's clock"
+    )
+    round_trip_s: float = Field(description="round trip of the clock estimate's best exchange (0 when not estimated)")
+    lateness_p99_s: float | None = Field(description="99th percentile of its send lateness; None if none scheduled")
+    client_health: ClientHealth | None = Field(description="its CPU share and loop lag; None if it never reported")
+
+
 class RunManifest(BaseModel):
     """`manifest.json` of one run directory."""
 
@@ -86,7 +103,12 @@ class RunManifest(BaseModel):
     counts: RunCounts = Field(description="request outcome counts")
     complete: bool = Field(False, description="True once the run finished and every table is flushed")
     run_tag: str | None = Field(None, description="tag inside every request's X-Request-Id (bb-<tag>-<request_id>)")
-    client_health: ClientHealth | None = Field(None, description="the client's CPU share and loop lag")
+    client_health: ClientHealth | None = Field(
+        None, description="the client's CPU share and loop lag; a distributed run's worst process, field by field"
+    )
+    load_processes: list[LoadProcess] | None = Field(
+        None, description="each process of a distributed run (--workers, harness.driver.cluster); None: one process"
+    )
     engine_steps: bool = Field(False, description="True if steps.parquet holds the engine's own step log")
 
 

@@ -18,8 +18,10 @@ from typing import Any
 from harness.driver.endpoint import EndpointInfo, warm_up
 from harness.driver.runner import RunRequest, execute
 from harness.driver.runner import logger as run_logger
+from harness.driver.shard import ClusterSpec, check_workers
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
-from harness.workload import WorkloadSpec
+from harness.driver.work import DEFAULT_MAX_USERS, user_count
+from harness.workload import WorkloadSpec, build_plan
 
 logger = logging.getLogger(__name__)
 RUN_INDENT = "    "
@@ -50,8 +52,11 @@ def run_cells(
     runs_dir: Path,
     repetitions: int,
     first_repetition: int = 1,
+    cluster: ClusterSpec | None = None,
 ) -> list[Path]:
     """Run each cell `repetitions` times, in the order given; return the run directories.
+
+    `cluster`: every run's load goes through Locust's master and these workers (None: one process).
 
     Run directories are numbered from `first_repetition` (-r1, -r2, ...; no suffix for a
     single repetition numbered 1), so a later call can add repetitions beside earlier ones.
@@ -71,7 +76,7 @@ def run_cells(
             out = runs_dir / f"{cell.system}-{cell.spec.name}{suffix}"
             logger.info(f"[{cell.system}] {cell.spec.name}{suffix}")
             with _indented(run_logger):
-                execute(_request(cell.target, cell.spec, cell.system, out))
+                execute(_request(cell.target, cell.spec, cell.system, out, cluster))
             made.append(out)
     return made
 
@@ -99,6 +104,7 @@ def _request(
     spec: WorkloadSpec,
     system: str,
     out: Path,
+    cluster: ClusterSpec | None,
 ) -> RunRequest:
     # The sweep warms the server once; each run then starts on compiled shapes.
     return RunRequest(
@@ -111,4 +117,16 @@ def _request(
         headers=target.headers or {},
         server=target.server,
         warmup=False,
+        cluster=cluster,
     )
+
+
+def check_sweep_workers(specs: Sequence[WorkloadSpec], systems: Sequence[str], batch_size: int,
+                        cluster: ClusterSpec | None) -> None:
+    """Refuse, before any server starts, a worker count some run of the sweep has too few users for."""
+    if cluster is None:
+        return
+    for spec in specs:
+        plan = build_plan(spec)
+        for system in systems:
+            check_workers(cluster.workers, user_count(plan, system, batch_size, DEFAULT_MAX_USERS))

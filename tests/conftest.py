@@ -228,3 +228,9 @@ def images_in_chromium(probe_in_chromium):
 def synthetic_runs():
     """The report tests' synthetic run directories (write_run, cap_workload, OUTPUTS)."""
     return load_test_module(Path(__file__).parent / "harness" / "report" / "test_report_render.py", "report_run_dirs")
+
+
+@pytest.fixture(scope="session")
+def bad_input_corpus():
+    """The bad-input corpus's helpers (batchbench, files_under, assert_refused, WORKLOAD)."""
+    return load_test_module(Path(__file__).parent / "harness" / "cli" / "test_bad_input_corpus.py", "bad_input_corpus")

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.cli.gate import add_gate_outputs, destinations
+from harness.cli.load_options import add_workers_argument
 
 logger = logging.getLogger(__name__)
 
@@ -25,12 +26,14 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--out", type=Path, help="night directory (default: reports/nightly-<suite>-<date>-<host>)")
     parser.add_argument("--accept", action="store_true", help="accept tonight into future baselines whatever the"
                         " verdict (after an intended change of throughput)")
+    add_workers_argument(parser)
     add_gate_outputs(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.driver.runner import require_new_dir
+    from harness.driver.shard import cluster_spec
     from harness.gate.publish import publish
     from harness.history import HistoryStore
     from harness.nightly.night import run_night
@@ -38,14 +41,17 @@ def run(args: argparse.Namespace) -> int:
     from harness.nightly.trend import trend_blocks
     from harness.report.render import write_blocks
     from harness.settings import Settings
+    from harness.sweep import check_sweep_workers
 
     settings = Settings.from_env()
     loaded = load_suite(args.suite)
+    cluster = cluster_spec(args.workers)
+    check_sweep_workers(loaded.specs, loaded.suite.systems, loaded.suite.server.max_num_seqs, cluster)
     out = args.out or Path("reports") / f"nightly-{loaded.suite.name}-{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
     require_new_dir(out, "night directory")
     # Opened (and checked) before any server starts: a bad history file costs nothing.
     store = HistoryStore(args.history or settings.history_path)
-    night = run_night(loaded, out, store, args.accept)
+    night = run_night(loaded, out, store, args.accept, cluster)
     history = {}
     for config in night.result.configs:
         tonight = next(row for row in night.trials if row.config_key == config.config_key)

@@ -25,12 +25,15 @@ from pydantic import (
     field_validator,
 )
 
+from harness.driver.wire import parse_address
 from harness.errors import UsageError
 from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
 
 # Above any engine's batch; also bounds the naive client's users (one per row of a wave).
 MAX_BATCH = 100_000
 MAX_REPETITIONS = 1_000
+# Load worker processes of one run (--workers): far past what one client machine runs.
+MAX_WORKERS = 256
 
 Positive = Annotated[int, Strict(), Field(gt=0)]
 Seconds = Annotated[float, Strict(), Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
@@ -81,6 +84,16 @@ def existing_directory(path: str) -> str:
 ExistingDir = Annotated[str, AfterValidator(existing_directory)]
 
 
+def network_address(text: str) -> str:
+    """HOST[:PORT] with a host that resolves (harness.driver.wire.parse_address)."""
+    parse_address(text)
+    return text
+
+
+Address = Annotated[str, AfterValidator(network_address)]
+Workers = Annotated[int, Strict(), Field(gt=0, le=MAX_WORKERS)]
+
+
 class _Options(BaseModel):
     # Other attributes of the namespace (strings, flags, handlers) are argparse's to check.
     model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
@@ -107,6 +120,13 @@ class RunOptions(ServerOptions):
     stall_timeout_s: Seconds
     first_byte_timeout_s: Seconds
     max_users: Positive = Field(le=MAX_REQUESTS)
+    workers: Workers
+    master_bind: Address | None
+
+
+class WorkerOptions(_Options):
+    master: Address
+    connect_timeout_s: Seconds
 
 
 class ReproduceOptions(ServerOptions):
@@ -114,6 +134,7 @@ class ReproduceOptions(ServerOptions):
     history: OutFile | None
     tokenizer: ExistingDir | None
     repetitions: Positive = Field(le=MAX_REPETITIONS)
+    workers: Workers
 
 
 class AnalyzeOptions(_Options):
@@ -146,6 +167,7 @@ class GateOptions(GateOutputs):
 
 class NightlyOptions(GateOutputs):
     out: OutDir | None
+    workers: Workers
 
 
 class PredictOptions(_Options):
@@ -155,6 +177,7 @@ class PredictOptions(_Options):
 OPTIONS: dict[str, type[_Options]] = {
     "serve": ServeOptions,
     "run": RunOptions,
+    "worker": WorkerOptions,
     "reproduce": ReproduceOptions,
     "analyze": AnalyzeOptions,
     "gate": GateOptions,

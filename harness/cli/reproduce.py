@@ -18,6 +18,7 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
+from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
 from harness.history.record import add_history_arguments
@@ -83,6 +84,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
     parser.add_argument("--static-endpoint", help="an already running static-batching server")
     parser.add_argument("--tokenizer", help="tokenizer directory when the endpoints' model is not local")
+    add_workers_argument(parser)
     add_history_arguments(parser)
     add_server_arguments(parser)
     parser.set_defaults(handler=run)
@@ -91,11 +93,12 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import require_new_dir
+    from harness.driver.shard import cluster_spec
     from harness.history import HistoryStore
     from harness.history.record import record
     from harness.report.assemble import assemble_report
     from harness.settings import Settings
-    from harness.sweep import SweepCell, SweepTarget, run_cells
+    from harness.sweep import SweepCell, SweepTarget, check_sweep_workers, run_cells
     from harness.workload import load_specs
 
     began = time.monotonic()
@@ -106,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or QUICK_REQUESTS, QUICK_REQUESTS)})
                  for spec in specs]
+    cluster = cluster_spec(args.workers)
+    check_sweep_workers(specs, ("continuous", "static", "naive"), args.max_num_seqs, cluster)
     out = args.out or Path("reports") / f"{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
     require_new_dir(out, "report directory")
     store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
@@ -133,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         # runs minutes apart at most.
         systems = (("continuous", continuous), ("static", static), ("naive", continuous))
         cells = [SweepCell(system, spec, target) for spec in specs for system, target in systems if target is not None]
-        run_dirs = run_cells(cells, runs_dir, repetitions)
+        run_dirs = run_cells(cells, runs_dir, repetitions, cluster=cluster)
     logger.info("analysing and rendering the report")
     # A run with failed requests is this command's own finding: reported (as PARTIAL), then exit 1.
     report = assemble_report(

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
+from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
@@ -58,6 +59,12 @@ def add_parser(subparsers) -> None:
         "--max-users", type=int, default=DEFAULT_MAX_USERS,
         help=f"most concurrent users for open-loop arrivals (default {DEFAULT_MAX_USERS})",
     )
+    add_workers_argument(parser)
+    parser.add_argument(
+        "--master-bind", metavar="HOST[:PORT]",
+        help="listen here for --workers workers from other machines (`batchbench worker --master HOST:PORT` on"
+        " each) instead of starting them; e.g. 0.0.0.0:5557 (default port 5557)",
+    )
     add_history_arguments(parser)
     add_server_arguments(parser)
     parser.set_defaults(handler=run)
@@ -67,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     from harness.analysis.assess import assess_run_dirs
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import RunRequest, execute, require_new_dir
-    from harness.driver.work import check_fits
+    from harness.driver.shard import check_workers, cluster_spec
+    from harness.driver.wire import parse_address
+    from harness.driver.work import check_fits, user_count
     from harness.history import HistoryStore
     from harness.history.record import record
     from harness.workload import build_plan, load_spec
@@ -79,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
     require_new_dir(args.out)
     store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
     plan = build_plan(spec)
+    cluster = cluster_spec(args.workers, parse_address(args.master_bind) if args.master_bind else None)
+    if cluster is not None:
+        check_workers(cluster.workers, user_count(plan, system, args.max_num_seqs, args.max_users))
     with contextlib.ExitStack() as stack:
         server_info = None
         if args.launch:
@@ -107,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
                 max_users=args.max_users,
                 warmup=not args.no_warmup,
                 ui=args.ui,
+                cluster=cluster,
             )
         )
     if store is not None:

@@ -8,6 +8,7 @@ turns them into the run's health verdict.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import gevent
 import numpy as np
@@ -53,3 +54,16 @@ class ClientMonitor:
             due = time.monotonic() + LAG_PROBE_INTERVAL_S
             gevent.sleep(LAG_PROBE_INTERVAL_S)
             self._lags.append(max(0.0, time.monotonic() - due))
+
+
+def worst_case(healths: Sequence[ClientHealth]) -> ClientHealth:
+    """One health for several load processes: each figure the worst any of them measured.
+
+    So the health checks of a single-process run apply unchanged: a run is client-bound
+    when any one of its processes was. Probes are the total taken.
+    """
+    if not healths:
+        raise ValueError("no client health to combine")
+    worst = {name: max(getattr(health, name) for health in healths) for name in ClientHealth.model_fields}
+    worst["loop_lag_probes"] = sum(health.loop_lag_probes for health in healths)
+    return ClientHealth.model_validate(worst)

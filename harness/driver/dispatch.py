@@ -14,11 +14,34 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import gevent
 from gevent.event import Event
 
 from harness.driver.work import NO_WAVE, WorkItem
+
+
+class WorkSource(Protocol):
+    """Where a run's load users take their work: a Dispatcher, or a distributed worker's
+    proxy of the master's (harness.driver.remote)."""
+
+    total: int
+    completed: int
+    start_s: float | None
+    handed_out: set[int]
+    not_due: list[int]
+    finished: Event
+
+    def open(self, at: float | None = None) -> float: ...
+
+    def next_item(self) -> WorkItem | None: ...
+
+    def scheduled_s(self, item: WorkItem) -> float | None: ...
+
+    def wait_for_schedule(self, item: WorkItem) -> None: ...
+
+    def done(self, item: WorkItem) -> None: ...
 
 
 class Dispatcher:
@@ -55,9 +78,14 @@ class Dispatcher:
         if not items:
             self.finished.set()
 
-    def open(self) -> float:
-        """Start the run clock now; users waiting in `next_item` begin."""
-        self.start_s = self._clock()
+    def open(self, at: float | None = None) -> float:
+        """Start the run clock (now, or at instant `at` of the clock); users waiting in `next_item` begin.
+
+        A worker of a distributed run opens at the run's common start instant, so every
+        worker's schedule counts from the same t0 (items are handed out at once and sent
+        when due; a closed loop's items are handed out by the master, which opens at t0).
+        """
+        self.start_s = self._clock() if at is None else at
         self._opened.set()
         return self.start_s
 

@@ -4,7 +4,10 @@ Rows are appended to `records.jsonl` / `tokens.jsonl` and flushed to disk at lea
 every `flush_interval_s` (on the next `add`, or by the runner's periodic `flush`), so
 a crash loses only the requests still in flight.
 `finalize()` converts the journals to the parquet tables of harness.records and
-removes them.
+removes them. A distributed run's workers hand their flushed lines to a `sink` instead
+(harness.driver.worker sends them to the master); the master appends each worker's lines
+to journals of its own (`append_lines`) and merges them all at the end (`finalize`'s
+`sources`), into the same two tables a single-process run writes.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +29,37 @@ RECORDS_JOURNAL = "records.jsonl"
 TOKENS_JOURNAL = "tokens.jsonl"
 
 
-class RunJournal:
-    """Buffers rows in memory and appends them to the journals on `flush()`."""
+@dataclass(frozen=True)
+class JournalFiles:
+    """The two JSON-lines journals of one recording process."""
 
-    def __init__(self, run_dir: Path, flush_interval_s: float = 1.0) -> None:
+    records: Path
+    tokens: Path
+
+    @classmethod
+    def in_dir(cls, directory: Path) -> JournalFiles:
+        return cls(directory / RECORDS_JOURNAL, directory / TOKENS_JOURNAL)
+
+
+# Receives each flush's record lines and token lines (one line per request in both).
+Sink = Callable[[list[str], list[str]], None]
+
+
+class RunJournal:
+    """Buffers rows in memory and appends them to the journals (or hands them to `sink`) on `flush()`."""
+
+    def __init__(self, run_dir: Path | None, flush_interval_s: float = 1.0, sink: Sink | None = None) -> None:
+        """`run_dir`: where the journals and tables go; None for a worker, whose `sink` sends its rows away."""
+        if run_dir is None and sink is None:
+            raise ValueError("a journal without a run directory needs a sink")
         self.run_dir = run_dir
         self.flush_interval_s = flush_interval_s
         self._records: list[str] = []
         self._tokens: list[str] = []
         self._lock = threading.Lock()
         self._last_flush = time.monotonic()
-        self.records_path = run_dir / RECORDS_JOURNAL
-        self.tokens_path = run_dir / TOKENS_JOURNAL
+        self.files = JournalFiles.in_dir(run_dir) if run_dir is not None else None
+        self._sink = sink or self._append
         # Request ids with a row, so the runner can answer for the rest.
         self.recorded: set[int] = set()
 
@@ -56,16 +80,24 @@ class RunJournal:
             self._last_flush = time.monotonic()
         if not records:
             return
-        for path, lines in ((self.records_path, records), (self.tokens_path, tokens)):
-            with path.open("a") as handle:
-                handle.writelines(line + "\n" for line in lines)
+        self._sink(records, tokens)
 
-    def finalize(self) -> tuple[int, int]:
-        """Write records.parquet and tokens.parquet from the journals; return row counts."""
+    def _append(self, records: list[str], tokens: list[str]) -> None:
+        assert self.files is not None, "a journal of a run directory"
+        append_lines(self.files, records, tokens)
+
+    def finalize(self, sources: Sequence[JournalFiles] = ()) -> tuple[int, int]:
+        """Write records.parquet and tokens.parquet from the journals; return row counts.
+
+        `sources`: other processes' journals (a distributed run's workers), merged in and
+        removed too.
+        """
+        assert self.run_dir is not None and self.files is not None, "only a run directory's journal is finalized"
         self.flush()
-        records = read_journal(self.records_path)
+        journals = [self.files, *sources]
+        records = [row for files in journals for row in read_journal(files.records)]
         token_rows: dict[str, list[Any]] = {"request_id": [], "token_index": [], "t_s": []}
-        for entry in read_journal(self.tokens_path):
+        for entry in (entry for files in journals for entry in read_journal(files.tokens)):
             times = entry["t"]
             token_rows["request_id"] += [entry["request_id"]] * len(times)
             token_rows["token_index"] += list(range(len(times)))
@@ -73,9 +105,17 @@ class RunJournal:
         records.sort(key=lambda row: row["request_id"])
         pq.write_table(pa.Table.from_pylist(records, schema=RECORD_SCHEMA), self.run_dir / RECORDS_FILE)
         pq.write_table(pa.table(token_rows, schema=TOKEN_SCHEMA), self.run_dir / TOKENS_FILE)
-        self.records_path.unlink(missing_ok=True)
-        self.tokens_path.unlink(missing_ok=True)
+        for files in journals:
+            files.records.unlink(missing_ok=True)
+            files.tokens.unlink(missing_ok=True)
         return len(records), len(token_rows["t_s"])
+
+
+def append_lines(files: JournalFiles, records: list[str], tokens: list[str]) -> None:
+    """Append one flush's lines to a process's journals."""
+    for path, lines in ((files.records, records), (files.tokens, tokens)):
+        with path.open("a") as handle:
+            handle.writelines(line + "\n" for line in lines)
 
 
 def read_journal(path: Path) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from locust.env import Environment
 from locust.runners import LocalRunner
 
 from harness.driver.client_health import ClientMonitor
+from harness.driver.tables import StoppedLoad
 from harness.driver.user import DriverContext, make_user_class
 from harness.manifest import ClientHealth
 from harness.telemetry import TelemetrySample, TelemetrySampler
@@ -88,6 +89,42 @@ class LiveLoad:
                 stops.callback(self.runner.quit)
             for greenlet in reversed(self._greenlets):
                 stops.callback(greenlet.kill)
+
+    @property
+    def started_s(self) -> float | None:
+        """When the run clock started (None: not yet)."""
+        return self.context.dispatcher.start_s
+
+    @property
+    def total(self) -> int:
+        return self.context.dispatcher.total
+
+    @property
+    def completed(self) -> int:
+        return self.context.dispatcher.completed
+
+    @property
+    def generated_tokens(self) -> int:
+        return self.context.generated_tokens
+
+    @property
+    def failed(self) -> int:
+        return self.context.failed
+
+    def stopped(self) -> StoppedLoad:
+        """What the stopped load leaves for the run's tables (call after close())."""
+        assert self.environment is not None, "a load that ran has its Locust environment"
+        dispatcher = self.context.dispatcher
+        return StoppedLoad(
+            journal=self.context.journal,
+            recorded=self.context.journal.recorded,
+            handed_out=dispatcher.handed_out,
+            not_due=dispatcher.not_due,
+            sent=self.context.sent,
+            worker=self.context.worker,
+            samples=self.samples,
+            environment=self.environment,
+        )
 
     def _stop_monitor(self, monitor: ClientMonitor) -> None:
         self.health = monitor.stop()

@@ -7,8 +7,8 @@ lines all go to this module's `logger` at INFO (the CLI shows them; a sweep inde
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
-import resource
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -17,16 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import httpx
 
-from harness.driver.dispatch import Dispatcher
+from harness.driver.cluster import Cluster
+from harness.driver.dispatch import Dispatcher, WorkSource
 from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
+from harness.driver.http_client import allow_open_files, load_client
 from harness.driver.journal import RunJournal
 from harness.driver.load import LiveLoad
+from harness.driver.shard import ClusterSpec, check_workers
 from harness.driver.steps import StepLogCursor
 from harness.driver.tables import RunTables, write_tables
-from harness.driver.timeouts import CONNECT_TIMEOUT_S, Timeouts
+from harness.driver.timeouts import Timeouts
 from harness.driver.user import DriverContext
+from harness.driver.wire import Brief
 from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count
 from harness.errors import UsageError
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
@@ -62,6 +65,8 @@ class RunRequest:
     warmup: bool = True
     ui: bool = False
     ui_port: int = 8089
+    # Several load processes under Locust's master (harness.driver.cluster); None: this process alone.
+    cluster: ClusterSpec | None = None
 
 
 @dataclass
@@ -95,21 +100,6 @@ def write_manifest(manifest: RunManifest, out_dir: Path) -> None:
     staging.replace(out_dir / MANIFEST_FILE)
 
 
-# Sockets beyond the users' own: telemetry, the step log, parquet files, Locust's own.
-_SPARE_FILES = 256
-
-
-def _allow_open_files(users: int) -> None:
-    """Raise this process's open-file limit to hold one socket per user, or say why not."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = users + _SPARE_FILES
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        if hard != resource.RLIM_INFINITY and hard < needed:
-            raise UsageError(f"{users} concurrent users need {needed} open files, but the hard limit is {hard}:"
-                             " lower --max-users or raise `ulimit -Hn`")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-
-
 def execute(request: RunRequest) -> RunOutcome:
     """Run the workload against the endpoint and write the run directory.
 
@@ -120,14 +110,29 @@ def execute(request: RunRequest) -> RunOutcome:
     rows are kept, every other owed request gets a not_sent or lost row, the manifest
     says incomplete, and KeyboardInterrupt is raised again.
     """
-    run = _prepare(request)
+    if request.cluster is not None:
+        # Refused before any worker starts: more workers than concurrent users would idle.
+        plan = request.plan or build_plan(request.spec)
+        check_workers(request.cluster.workers, user_count(plan, request.system, request.batch_size, request.max_users))
+        request = dataclasses.replace(request, plan=plan)
     with contextlib.ExitStack() as stack:
-        load = _start_load(request, run, stack)
-        interrupted = _wait(load.context.dispatcher)
+        cluster = None
+        if request.cluster is not None:
+            cluster = stack.enter_context(Cluster(request.cluster, request.endpoint.base_url))
+            cluster.open()
+        run = _prepare(request)
+        load: LiveLoad | Cluster
+        if cluster is None:
+            load = _start_load(request, run, stack)
+            interrupted = _wait(load.context.dispatcher)
+        else:
+            load = _start_cluster(request, run, cluster)
+            interrupted = cluster.wait()
         ended = time.time()
-    tables = write_tables(request.out_dir, run.items, load, run.steps, run.run_tag)
+    tables = write_tables(request.out_dir, run.items, load.stopped(), run.steps, run.run_tag)
     run.manifest.ended_at, run.manifest.counts, run.manifest.complete = ended, tables.counts, not interrupted
     run.manifest.client_health = load.health
+    run.manifest.load_processes = cluster.processes() if cluster is not None else None
     run.manifest.engine_steps = run.steps is not None
     write_manifest(run.manifest, request.out_dir)
     return _outcome(request, load, tables, ended, interrupted)
@@ -188,11 +193,11 @@ def _prepare(request: RunRequest) -> _PreparedRun:
 def _start_load(request: RunRequest, run: _PreparedRun, stack: contextlib.ExitStack) -> LiveLoad:
     """Telemetry, the load users, the client monitor, then the run clock; `stack` stops them all."""
     users = user_count(run.plan, request.system, request.batch_size, request.max_users)
-    _allow_open_files(users)
+    allow_open_files(users)
     context = DriverContext(
         Dispatcher(run.items, duration_s=run.plan.duration_s),
         RunJournal(request.out_dir),
-        _load_client(request, users),
+        load_client(request.endpoint.base_url, request.headers, request.timeouts, users),
         request.endpoint.model,
         request.spec.endpoint,
         run.run_tag,
@@ -212,26 +217,32 @@ def _start_load(request: RunRequest, run: _PreparedRun, stack: contextlib.ExitSt
     started = context.dispatcher.open()
     run.manifest.started_at = started
     logger.info(f"{request.system}: {len(run.items)} requests, {users} users, B={request.batch_size}")
-    load.spawn(_report_progress, context, started)
+    load.spawn(_report_progress, load, started)
     # A request that finishes during a long lull must reach the disk too.
     load.spawn(_flush_periodically, context.journal)
     return load
 
 
-def _load_client(request: RunRequest, users: int) -> httpx.Client:
-    """The one HTTP client every load user shares, with a connection for each."""
-    return httpx.Client(
-        base_url=request.endpoint.base_url,
-        headers=request.headers,
-        # The read timeout bounds the wait for a first byte; the users bound later pauses.
-        timeout=httpx.Timeout(
-            request.timeouts.first_byte_s, connect=min(CONNECT_TIMEOUT_S, request.timeouts.first_byte_s)
-        ),
-        limits=httpx.Limits(max_connections=users + 8, max_keepalive_connections=users + 8),
+def _start_cluster(request: RunRequest, run: _PreparedRun, cluster: Cluster) -> Cluster:
+    """Hand the run to the cluster's workers and start it at one instant t0 (harness.driver.cluster)."""
+    users = user_count(run.plan, request.system, request.batch_size, request.max_users)
+    template = Brief(
+        index=0, base_url=request.endpoint.base_url, headers=request.headers, model=request.endpoint.model,
+        endpoint=request.spec.endpoint, run_tag=run.run_tag, first_byte_timeout_s=request.timeouts.first_byte_s,
+        stall_timeout_s=request.timeouts.stall_s, users=users, central=False, items=[],
     )
+    sampler = TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers)
+    started = cluster.start(template, run.items, run.plan.duration_s, request.out_dir, sampler,
+                            request.ui_port if request.ui else None)
+    run.manifest.started_at = started
+    assert request.cluster is not None
+    logger.info(f"{request.system}: {len(run.items)} requests, {users} users on {request.cluster.workers} workers,"
+                f" B={request.batch_size}")
+    cluster.spawn(_report_progress, cluster, started)
+    return cluster
 
 
-def _wait(dispatcher: Dispatcher) -> bool:
+def _wait(dispatcher: WorkSource) -> bool:
     """Wait for the run's last request; True if Ctrl-C or SIGTERM came first."""
     try:
         dispatcher.finished.wait()
@@ -241,16 +252,17 @@ def _wait(dispatcher: Dispatcher) -> bool:
     return False
 
 
-def _outcome(request: RunRequest, load: LiveLoad, tables: RunTables, ended: float, interrupted: bool) -> RunOutcome:
+def _outcome(
+    request: RunRequest, load: LiveLoad | Cluster, tables: RunTables, ended: float, interrupted: bool
+) -> RunOutcome:
     """Say how the run went; raise KeyboardInterrupt again if it was interrupted."""
     if interrupted:
         logger.info(f"interrupted: kept {tables.kept} finished requests in {request.out_dir} (marked incomplete)")
         raise KeyboardInterrupt
     counts = tables.counts
-    dispatcher = load.context.dispatcher
-    assert dispatcher.start_s is not None, "the run clock started"
-    duration = ended - dispatcher.start_s
-    rate = load.context.generated_tokens / duration if duration > 0 else 0.0
+    assert load.started_s is not None, "the run clock started"
+    duration = ended - load.started_s
+    rate = load.generated_tokens / duration if duration > 0 else 0.0
     kinds = ", ".join(f"{n} {kind}" for kind, n in counts.failures.items())
     logger.info(
         f"done: {counts.ok}/{counts.planned - counts.not_due} ok,"
@@ -283,11 +295,13 @@ def _flush_periodically(journal: RunJournal) -> None:
         journal.flush()
 
 
-def _report_progress(context: DriverContext, started: float) -> None:
+def _report_progress(load: LiveLoad | Cluster, started: float) -> None:
     while True:
         gevent.sleep(2.0)
         elapsed = time.time() - started
+        if elapsed <= 0:  # a distributed run's t0 lies a moment ahead
+            continue
         logger.info(
-            f"  {context.dispatcher.completed}/{context.dispatcher.total} done,"
-            f" {context.generated_tokens / elapsed:.0f} tok/s, {context.failed} errors, {elapsed:.0f} s"
+            f"  {load.completed}/{load.total} done,"
+            f" {load.generated_tokens / elapsed:.0f} tok/s, {load.failed} errors, {elapsed:.0f} s"
         )

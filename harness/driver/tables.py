@@ -18,14 +18,35 @@ from locust.html import get_html_report
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from harness.accounting import row_problems
-from harness.driver.dispatch import Dispatcher
-from harness.driver.journal import RunJournal
-from harness.driver.load import LiveLoad
+from harness.driver.journal import JournalFiles, RunJournal
 from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
 from harness.driver.steps import StepLogCursor
 from harness.driver.work import WorkItem
 from harness.manifest import RunCounts
 from harness.records import RECORDS_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
+from harness.telemetry import TelemetrySample
+
+
+@dataclass(frozen=True)
+class StoppedLoad:
+    """What a load leaves behind once stopped, for its tables: a single process's or a distributed run's."""
+
+    # The journal that answers for unrecorded requests and writes the tables.
+    journal: RunJournal
+    # Every request id some process recorded a row for.
+    recorded: set[int]
+    # Ids handed to a load user (sent, or possibly sent): an unrecorded one is `lost`, the rest `not_sent`.
+    handed_out: set[int]
+    # A closed loop's requests its duration never reached.
+    not_due: list[int]
+    # Requests actually sent.
+    sent: int
+    # Who answers for unrecorded rows (the `worker` column).
+    worker: str
+    samples: list[TelemetrySample]
+    environment: Environment
+    # Other processes' journals to merge in (a distributed run's workers).
+    sources: tuple[JournalFiles, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,18 +61,16 @@ class RunTables:
 
 
 def write_tables(
-    out_dir: Path, items: Sequence[WorkItem], load: LiveLoad, steps: StepLogCursor | None, run_tag: str
+    out_dir: Path, items: Sequence[WorkItem], load: StoppedLoad, steps: StepLogCursor | None, run_tag: str
 ) -> RunTables:
     """Write every table of the run directory from a stopped load; count what they hold.
 
     `steps`: the server's step log, from where it stood before the run (None: not recorded).
     """
-    context = load.context
-    unanswered = _answer_for_the_rest(items, context.dispatcher, context.journal, context.worker)
-    records_written, _ = context.journal.finalize()
+    unanswered = _answer_for_the_rest(items, load)
+    records_written, _ = load.journal.finalize(load.sources)
     telemetry = [asdict(sample) for sample in load.samples]
     pq.write_table(pa.Table.from_pylist(telemetry, schema=TELEMETRY_SCHEMA), out_dir / TELEMETRY_FILE)
-    assert load.environment is not None, "a load that ran has its Locust environment"
     _write_locust_outputs(load.environment, out_dir)
     records = pq.read_table(out_dir / RECORDS_FILE).to_pylist()
     if steps is not None:
@@ -63,8 +82,8 @@ def write_tables(
             failures[row["error_kind"]] = failures.get(row["error_kind"], 0) + 1
     counts = RunCounts(
         planned=len(items),
-        not_due=len(context.dispatcher.not_due),
-        sent=context.sent,
+        not_due=len(load.not_due),
+        sent=load.sent,
         ok=sum(r["ok"] for r in records),
         failed=sum(not r["ok"] for r in records),
         length_mismatch=sum(r["length_mismatch"] for r in records),
@@ -75,22 +94,22 @@ def write_tables(
     return RunTables(counts, records_written - unanswered, problems)
 
 
-def _answer_for_the_rest(items: Sequence[WorkItem], dispatcher: Dispatcher, journal: RunJournal, worker: str) -> int:
+def _answer_for_the_rest(items: Sequence[WorkItem], load: StoppedLoad) -> int:
     """Write a failed row for every owed request no load user recorded; return how many.
 
     After an interruption these are the requests never sent and those cut off in flight;
-    in a run that ended normally, any here means a load user died without its row.
+    in a run that ended normally, any here means a load user (or a worker) died without its row.
     """
-    not_due = set(dispatcher.not_due)
+    not_due = set(load.not_due)
     written = 0
     for item in items:
-        if item.request_id in not_due or item.request_id in journal.recorded:
+        if item.request_id in not_due or item.request_id in load.recorded:
             continue
-        if item.request_id in dispatcher.handed_out:
+        if item.request_id in load.handed_out:
             failure = Failure(LOST, "handed to a load user, which recorded no outcome (interrupted in flight?)")
         else:
             failure = Failure(NOT_SENT, "the run stopped before it was sent")
-        journal.add(unanswered_row(item, worker, failure), [])
+        load.journal.add(unanswered_row(item, load.worker, failure), [])
         written += 1
     return written
 

@@ -13,7 +13,7 @@ import httpx
 from locust import User, constant, task
 from locust.exception import StopUser
 
-from harness.driver.dispatch import Dispatcher
+from harness.driver.dispatch import WorkSource
 from harness.driver.journal import RunJournal
 from harness.driver.outcome import CLIENT_ERROR, CONNECTION, HTTP_STATUS, STALL, Failure, Timing, record_row
 from harness.driver.steps import request_tag
@@ -31,7 +31,7 @@ PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 class DriverContext:
     """What every user of one run shares."""
 
-    dispatcher: Dispatcher
+    dispatcher: WorkSource
     journal: RunJournal
     # One client for every user: creating one per request costs tens of ms of CPU.
     client: httpx.Client
@@ -214,6 +214,11 @@ class _StallWatch:
         self._timer.close()
 
 
-def make_user_class(context: DriverContext) -> type[StreamingUser]:
-    """A concrete user class bound to one run's context."""
+def make_user_class(context: DriverContext | None = None) -> type[StreamingUser]:
+    """A concrete user class bound to one run's context.
+
+    Without one, the class is for a distributed run: the master's (whose users run on the
+    workers) or a worker's before its share of the run arrives (it sets `context_` then).
+    Master and workers name it alike: Locust spawns users by class name.
+    """
     return type("BatchBenchUser", (StreamingUser,), {"abstract": False, "context_": context})

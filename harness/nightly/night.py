@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.analysis.assess import assess_run_dirs
 from harness.driver.endpoint import load_tokenizer, probe_endpoint
+from harness.driver.shard import ClusterSpec
 from harness.gate.baselines import from_history
 from harness.gate.compare import GateResult, gate, group_by_config
 from harness.gate.statistics import GateRule
@@ -64,8 +65,12 @@ def run_night(
     out: Path,
     store: HistoryStore,
     accept: bool,
+    cluster: ClusterSpec | None = None,
 ) -> NightResult:
-    """Run the suite into `out`/runs, gate it against the history, and append its trials."""
+    """Run the suite into `out`/runs, gate it against the history, and append its trials.
+
+    `cluster`: every run's load goes through Locust's master and these workers (None: one process).
+    """
     suite = loaded.suite
     rule = GateRule(threshold=suite.gate.threshold)
     batch = out.resolve().name
@@ -78,7 +83,7 @@ def run_night(
                                         asdict(server.info))
         cells = [SweepCell(system, spec, targets["static" if system == "static" else "continuous"])
                  for spec in loaded.specs for system in suite.systems]
-        run_dirs = run_cells(cells, out / "runs", suite.trials)
+        run_dirs = run_cells(cells, out / "runs", suite.trials, cluster=cluster)
         trials = _trials(run_dirs, batch)
         result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
                       first_night_passes=True)
@@ -87,7 +92,7 @@ def run_night(
             rounds += 1
             logger.info(f"{len(unsure)} configurations inconclusive: extra round {rounds} of {suite.gate.extra_trials}")
             again = [cell for cell in cells if (cell.system, cell.spec.name) in unsure]
-            run_dirs += run_cells(again, out / "runs", 1, first_repetition=suite.trials + rounds)
+            run_dirs += run_cells(again, out / "runs", 1, first_repetition=suite.trials + rounds, cluster=cluster)
             trials = _trials(run_dirs, batch)
             result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
                           first_night_passes=True)

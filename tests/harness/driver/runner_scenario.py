@@ -83,11 +83,11 @@ def main(scenario: str, out_dir: Path) -> None:
         while loads[0].context.sent < USERS:
             gevent.sleep(0.01)
 
-    def failing_wait(dispatcher: runner.Dispatcher) -> bool:
+    def failing_wait(dispatcher: runner.WorkSource) -> bool:
         in_flight()
         raise RuntimeError("an unexpected error")
 
-    def interrupted_wait(dispatcher: runner.Dispatcher) -> bool:
+    def interrupted_wait(dispatcher: runner.WorkSource) -> bool:
         main_greenlet = greenlet.getcurrent()
 
         def interrupt() -> None:

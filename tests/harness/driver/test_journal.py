@@ -24,7 +24,7 @@ def test_rows_reach_disk_within_the_flush_interval(tmp_path):
     journal = RunJournal(tmp_path, flush_interval_s=0.0)
     journal.add(record(0), [10.1, 10.2, 10.3])
     # No finalize: a crash now would keep this request.
-    assert [row["request_id"] for row in read_journal(journal.records_path)] == [0]
+    assert [row["request_id"] for row in read_journal(journal.files.records)] == [0]
 
 
 def test_a_torn_last_line_is_skipped(tmp_path):
@@ -44,14 +44,14 @@ def test_finalize_writes_the_documented_schema_sorted_and_expands_tokens(tmp_pat
     assert tokens.schema.equals(TOKEN_SCHEMA, check_metadata=False)
     assert records.column("request_id").to_pylist() == [0, 1]
     assert tokens.to_pydict() == {"request_id": [1, 1, 1], "token_index": [0, 1, 2], "t_s": [20.0, 20.5, 20.5]}
-    assert not journal.records_path.exists() and not journal.tokens_path.exists()
+    assert not journal.files.records.exists() and not journal.files.tokens.exists()
 
 
 def test_flush_writes_buffered_rows_and_nothing_when_there_are_none(tmp_path):
     journal = RunJournal(tmp_path, flush_interval_s=60)
     journal.flush()
-    assert not journal.records_path.exists()
+    assert not journal.files.records.exists()
     journal.add(record(0), [10.1, 10.2, 10.3])
-    assert read_journal(journal.records_path) == []  # buffered: the interval has not passed
+    assert read_journal(journal.files.records) == []  # buffered: the interval has not passed
     journal.flush()
-    assert [row["request_id"] for row in read_journal(journal.records_path)] == [0]
+    assert [row["request_id"] for row in read_journal(journal.files.records)] == [0]

@@ -1,0 +1,14 @@
+"""The load-client options shared by every command that drives load: how many worker processes."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    """`--workers N`: Locust's master and N load worker processes on this machine (1: one process)."""
+    parser.add_argument(
+        "--workers", type=int, default=1,
+        help="load worker processes under a Locust master, on this machine (default 1: one process, no master);"
+        " the plan is split across them (README, 'Driving load from several processes or machines')",
+    )
