@@ -58,8 +58,8 @@ Inconclusive, with the reasons in words, when:
 - it could be a regression but the evidence is short: the ratio is below the line but
   the test does not agree, or shows it slower but not by more than the margin; or the
   test finds the candidate slower, the ratio sits above the line, and its interval
-  reaches below it. A straddling interval without a
-  significant test is what noise looks like at n = 5 and counts as a pass.
+  reaches below it. A straddling interval without a significant test is what noise
+  looks like at n = 5 and counts as a pass.
 """
 
 from __future__ import annotations
