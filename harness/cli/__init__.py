@@ -19,12 +19,12 @@ from typing import NoReturn  # noqa: E402
 
 import gevent  # noqa: E402
 
-from harness.cli import analyze, gate, nightly, prepare_model, reproduce, run, serve  # noqa: E402
+from harness.cli import analyze, calibration, gate, nightly, prepare_model, reproduce, run, serve  # noqa: E402
 from harness.cli.options import check_options  # noqa: E402
 from harness.cli.progress import show_progress  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
-COMMANDS = (serve, prepare_model, run, analyze, reproduce, gate, nightly)
+COMMANDS = (serve, prepare_model, run, analyze, reproduce, gate, nightly, calibration)
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -43,6 +43,7 @@ class ClientMonitor:
         lags = np.array(self._lags) if self._lags else np.zeros(1)
         return ClientHealth(
             cpu_share=round((times.user + times.system - self._cpu0) / wall, 4),
+            loop_lag_p50_s=float(np.percentile(lags, 50)),
             loop_lag_p99_s=float(np.percentile(lags, 99)),
             loop_lag_max_s=float(lags.max()),
             loop_lag_probes=len(self._lags),
