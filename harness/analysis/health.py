@@ -183,8 +183,9 @@ def _lag_against_itl(lag_s: float, itl_s: float, severity: Severity) -> Check | 
     if not itl_s > 0:
         return None
     share = lag_s / itl_s
+    size = f"{share:.0%} of" if share < 10 else f"{share:,.0f}x"
     return _at_most("client loop lag vs ITL", share, MAX_LAG_SHARE_OF_ITL, severity,
-                    f"client-bound: the load client's event loop lagged {lag_s * 1000:.2f} ms (median), {share:.0%} of"
+                    f"client-bound: the load client's event loop lagged {lag_s * 1000:.2f} ms (median), {size}"
                     f" the median inter-token time of {itl_s * 1000:.2f} ms (limit {MAX_LAG_SHARE_OF_ITL:.0%}), so"
                     f" token times are the client's, not the server's; {MORE_WORKERS}")
 

@@ -319,3 +319,8 @@ def test_no_lag_against_itl_check_without_a_positive_itl(itl):
     health = run_health(**healthy(loop_lag_p50_s=0.001, median_itl_s=itl))
     assert "client loop lag vs ITL" not in names(health)
     assert health.client_bound == []
+
+
+def test_a_lag_many_times_the_itl_is_said_as_a_multiple():
+    health = run_health(**healthy(loop_lag_p50_s=0.015, median_itl_s=0.00002))
+    assert "750x the median inter-token time" in health.client_bound[0]
