@@ -45,6 +45,7 @@ from harness.calibration import DEFAULT_MODEL
 from harness.calibration.__main__ import READY_LINE
 from harness.manifest import RunManifest
 from harness.records import MANIFEST_FILE
+from harness.telemetry import parse_metrics
 from launchers import resolve_model
 
 # The peer is started as compare_vllm_bench starts it (run as a script, this file's
@@ -213,8 +214,7 @@ def memory(ep: Endpoint, scratch: Path) -> dict:
                 memory_info = client.memory_full_info()
             except psutil.NoSuchProcess:
                 break
-            text = poll.get("/metrics").text
-            in_flight = int(float(text.split("vllm:num_requests_running ")[1].split("\n")[0]))
+            in_flight = int(parse_metrics(poll.get("/metrics").text, 0.0).running)
             peak_rss = max(peak_rss, memory_info.rss)
             if in_flight >= best["in_flight"]:
                 best = {"in_flight": in_flight, "rss_mb": memory_info.rss / 2**20, "uss_mb": memory_info.uss / 2**20}
@@ -241,6 +241,7 @@ def main() -> None:
         with endpoint(tokenizer) as ep:
             for rep in range(args.reps):
                 results["endpoint"].append(raw_reader(ep))
+                print(f"rep {rep} endpoint: {results['endpoint'][-1]}", flush=True)
                 clients = [("ours_1", lambda r: ours(ep, scratch, f"ours1-{r}")),
                            ("peer", lambda r: peer(ep, tokenizer, scratch, f"peer-{r}", STREAMS, REQUESTS, TOKENS))]
                 if workers:
