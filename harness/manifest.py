@@ -58,6 +58,9 @@ class ClientHealth(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cpu_share: float = Field(description="client CPU seconds per wall second (1.0 = one core busy)")
+    loop_lag_p50_s: float | None = Field(
+        None, description="median of how late a 50 ms event-loop timer fired (None in runs recorded before it was)"
+    )
     loop_lag_p99_s: float = Field(description="99th percentile of how late a 50 ms event-loop timer fired")
     loop_lag_max_s: float = Field(description="the latest such timer")
     loop_lag_probes: int = Field(description="timer firings measured")

@@ -82,6 +82,8 @@ def assess_run(
             if data.steps is not None else math.nan
         ),
         loop_lag_p99_s=client.loop_lag_p99_s if client else None,
+        loop_lag_p50_s=client.loop_lag_p50_s if client else None,
+        median_itl_s=metrics.tpot_s.p50,
         client_cpu_share=client.cpu_share if client else None,
         client_generated_tokens=metrics.generated_tokens,
         client_generated_tok_s=metrics.generated_tok_s,

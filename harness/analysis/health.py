@@ -19,6 +19,13 @@ The limits, and why (each was seen to matter on a 2-core machine, README "Two co
 - client event-loop lag p99 <= 20 ms, and client CPU share <= 0.9 of a core: a
   client short of CPU timestamps late and throttles the load. With the engine's step
   log at hand the lag is a note: the client-vs-engine agreement judges the figure.
+- client-bound: CPU share above 0.9 of a core, or a median loop lag above 5% of the
+  median inter-token time. A late timer is a late token timestamp, so a lag that is a
+  visible share of the gaps being measured makes ITL and TPOT the client's. The
+  inter-token time is the median request's TPOT (its mean gap), not the median of
+  single gaps: coalesced chunks make most single gaps 0 on a starved API server, which
+  would call every such run client-bound. Either check's words say "client-bound" and
+  suggest more client processes (`--workers N`); `client_bound` lists them.
 - client vs engine generated tok/s within 2%, and the same token count at both ends:
   otherwise the client's clock or stream, not the server, made the figure.
 - cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions; a note from
@@ -46,6 +53,9 @@ MIN_MAKESPAN_S = 20.0
 MAX_LATENESS_P99_S = 0.020
 MAX_LOOP_LAG_P99_S = 0.020
 MAX_CLIENT_CPU_SHARE = 0.9
+MAX_LAG_SHARE_OF_ITL = 0.05
+CLIENT_BOUND_CHECKS = ("client CPU share", "client loop lag vs ITL")
+MORE_WORKERS = "spread the load over more client processes with `--workers N` (or more client machines)"
 MAX_DISAGREEMENT = 0.02
 MAX_FRONT_END_STARVED = 0.05
 MAX_CELL_HALF_WIDTH = 0.05
@@ -89,6 +99,11 @@ class Health:
     def notes(self) -> list[str]:
         return [check.text for check in self.checks if check.severity == "note" and not check.passed]
 
+    @property
+    def client_bound(self) -> list[str]:
+        """Why the load client, not the server, set the pace (empty when it did not)."""
+        return [check.text for check in self.checks if check.name in CLIENT_BOUND_CHECKS and not check.passed]
+
 
 def _at_most(name: str, value: float, limit: float, severity: Severity, text: str) -> Check | None:
     """A check that `value` <= `limit`; None when the value is NaN (not measured)."""
@@ -118,8 +133,13 @@ def run_health(
     metrics_latency_p99_s: float,
     telemetry_max_gap_s: float,
     coalesced_share: float,
+    loop_lag_p50_s: float | None = None,
+    median_itl_s: float = math.nan,
 ) -> Health:
-    """The health of one run from what its client, its engine and its telemetry measured."""
+    """The health of one run from what its client, its engine and its telemetry measured.
+
+    `median_itl_s`: the median request's TPOT (see the module docstring).
+    """
     ms = 1000.0
     # Where the engine's step log exists it is the judge of the client's timing (agreement
     # below); the client's own loop lag is then a diagnostic, e.g. during a 1,000-request burst.
@@ -134,7 +154,9 @@ def run_health(
         _at_most("client loop lag p99", _or_nan(loop_lag_p99_s), MAX_LOOP_LAG_P99_S, lag_severity,
                  f"client event loop lagged: p99 {_or_nan(loop_lag_p99_s) * ms:.0f} ms"),
         _at_most("client CPU share", _or_nan(client_cpu_share), MAX_CLIENT_CPU_SHARE, "unstable",
-                 f"client used {_or_nan(client_cpu_share):.0%} of a core: client-bound"),
+                 f"client-bound: the load client used {_or_nan(client_cpu_share):.0%} of a core (limit"
+                 f" {MAX_CLIENT_CPU_SHARE:.0%}), so its figures measure the client, not the server; {MORE_WORKERS}"),
+        _lag_against_itl(_or_nan(loop_lag_p50_s), median_itl_s, lag_severity),
         _at_most("/metrics latency p99", metrics_latency_p99_s, MAX_METRICS_LATENCY_P99_S, "note",
                  f"/metrics answered slowly: p99 {metrics_latency_p99_s * ms:.0f} ms"),
         _at_most("telemetry gap", telemetry_max_gap_s, MAX_TELEMETRY_GAP_S, "note",
@@ -154,6 +176,18 @@ def run_health(
                         f"client received {client_generated_tokens} tokens, engine generated {engine.generated_tokens}")
         checks.append(counted)
     return Health(tuple(check for check in checks if check is not None))
+
+
+def _lag_against_itl(lag_s: float, itl_s: float, severity: Severity) -> Check | None:
+    """The client's median loop lag as a share of the median inter-token time (None if unknown)."""
+    if not itl_s > 0:
+        return None
+    share = lag_s / itl_s
+    size = f"{share:.0%} of" if share < 10 else f"{share:,.0f}x"
+    return _at_most("client loop lag vs ITL", share, MAX_LAG_SHARE_OF_ITL, severity,
+                    f"client-bound: the load client's event loop lagged {lag_s * 1000:.2f} ms (median), {size}"
+                    f" the median inter-token time of {itl_s * 1000:.2f} ms (limit {MAX_LAG_SHARE_OF_ITL:.0%}), so"
+                    f" token times are the client's, not the server's; {MORE_WORKERS}")
 
 
 def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[EngineMetrics | None] = ()) -> Health:

@@ -19,12 +19,23 @@ from typing import NoReturn  # noqa: E402
 
 import gevent  # noqa: E402
 
-from harness.cli import analyze, gate, nightly, predict, prepare_model, reproduce, run, serve, worker  # noqa: E402
+from harness.cli import (  # noqa: E402
+    analyze,
+    calibration,
+    gate,
+    nightly,
+    predict,
+    prepare_model,
+    reproduce,
+    run,
+    serve,
+    worker,
+)
 from harness.cli.options import check_options  # noqa: E402
 from harness.cli.progress import show_progress  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
-COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, gate, nightly, predict)
+COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, gate, nightly, predict, calibration)
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -112,6 +112,12 @@ class ServeOptions(ServerOptions):
     port: Annotated[int, Strict(), Field(ge=1, le=65535)] | None
 
 
+class CalibrationEndpointOptions(_Options):
+    port: Annotated[int, Strict(), Field(ge=0, le=65535)]
+    step_interval_s: Annotated[float, Strict(), Field(ge=0, le=60, allow_inf_nan=False)]
+    tokenizer: ExistingDir | None
+
+
 class RunOptions(ServerOptions):
     out: OutDir
     history: OutFile | None
@@ -176,6 +182,7 @@ class PredictOptions(_Options):
 
 OPTIONS: dict[str, type[_Options]] = {
     "serve": ServeOptions,
+    "calibration-endpoint": CalibrationEndpointOptions,
     "run": RunOptions,
     "worker": WorkerOptions,
     "reproduce": ReproduceOptions,

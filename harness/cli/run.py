@@ -72,6 +72,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.analysis.assess import assess_run_dirs
+    from harness.calibration.marking import calibration_server_info, is_calibration_owner
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import RunRequest, execute, require_new_dir
     from harness.driver.shard import check_workers, cluster_spec
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             base_url, model = args.endpoint, args.model
         endpoint = probe_endpoint(base_url, headers, model)
+        if is_calibration_owner(endpoint.owned_by):
+            server_info = calibration_server_info()
         check_fits(plan, system, args.max_num_seqs, endpoint.max_model_len)
         outcome = execute(
             RunRequest(
@@ -122,8 +125,12 @@ def run(args: argparse.Namespace) -> int:
                 cluster=cluster,
             )
         )
+    assessed = assess_run_dirs([args.out], allow_partial=True).assessed
     if store is not None:
-        record(store, assess_run_dirs([args.out], allow_partial=True).assessed, "run", args.out.name)
+        record(store, assessed, "run", args.out.name)
+    # Said at the end of every run, not only in a later report: a client-bound figure is the client's.
+    for reason in (reason for run in assessed for reason in run.health.client_bound):
+        print(f"batchbench: warning: {reason}", file=sys.stderr)
     return exit_code(outcome, args.allow_length_mismatch, args.out)
 
 

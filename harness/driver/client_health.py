@@ -8,7 +8,7 @@ turns them into the run's health verdict.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import gevent
 import numpy as np
@@ -44,6 +44,7 @@ class ClientMonitor:
         lags = np.array(self._lags) if self._lags else np.zeros(1)
         return ClientHealth(
             cpu_share=round((times.user + times.system - self._cpu0) / wall, 4),
+            loop_lag_p50_s=float(np.percentile(lags, 50)),
             loop_lag_p99_s=float(np.percentile(lags, 99)),
             loop_lag_max_s=float(lags.max()),
             loop_lag_probes=len(self._lags),
@@ -64,6 +65,12 @@ def worst_case(healths: Sequence[ClientHealth]) -> ClientHealth:
     """
     if not healths:
         raise ValueError("no client health to combine")
-    worst = {name: max(getattr(health, name) for health in healths) for name in ClientHealth.model_fields}
+    worst = {name: _worst(getattr(health, name) for health in healths) for name in ClientHealth.model_fields}
     worst["loop_lag_probes"] = sum(health.loop_lag_probes for health in healths)
     return ClientHealth.model_validate(worst)
+
+
+def _worst(values: Iterable[float | None]) -> float | None:
+    """The largest figure measured; None only when no process measured it."""
+    measured = [value for value in values if value is not None]
+    return max(measured) if measured else None

@@ -24,11 +24,14 @@ class EndpointInfo:
     # vLLM reports the model's source (directory or hub id) as `root`.
     root: str | None
     max_model_len: int | None
+    # Who the server says owns the model; the calibration endpoint says so there.
+    owned_by: str | None = None
 
 
 class _ModelEntry(BaseModel):
     id: StrictStr
     root: StrictStr | None = None
+    owned_by: StrictStr | None = None
     max_model_len: Annotated[int, Strict(), Field(gt=0)] | None = None
 
 
@@ -62,7 +65,7 @@ def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None) ->
     if model not in served:
         raise UsageError(f"model {model!r} is not served at {url} (served: {', '.join(sorted(served)) or 'none'})")
     entry = served[model]
-    return EndpointInfo(url, model, entry.root, entry.max_model_len)
+    return EndpointInfo(url, model, entry.root, entry.max_model_len, entry.owned_by)
 
 
 def _parse(shape: type[ModelT], content: bytes, what: str) -> ModelT:

@@ -44,11 +44,18 @@ class SSEDecoder:
 
         Bytes, not text: a payload that is not UTF-8 is the caller's to reject as such.
         """
-        self._buffer += data.replace(b"\r\n", b"\n")
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        # One split for every event the bytes complete; the unfinished tail waits for more.
+        events = (self._buffer + data if self._buffer else data).split(b"\n\n")
+        self._buffer = events.pop()
         payloads: list[bytes] = []
-        while b"\n\n" in self._buffer:
-            raw, self._buffer = self._buffer.split(b"\n\n", 1)
-            payload = b"\n".join(line[5:].lstrip() for line in raw.split(b"\n") if line.startswith(b"data:"))
+        for raw in events:
+            if raw.startswith(b"data:") and b"\n" not in raw:
+                # The usual event, one data line: no line splitting.
+                payload = raw[5:].lstrip()
+            else:
+                payload = b"\n".join(line[5:].lstrip() for line in raw.split(b"\n") if line.startswith(b"data:"))
             if not payload:
                 continue
             if payload == DONE:

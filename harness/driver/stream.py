@@ -102,34 +102,42 @@ class StreamReader:
         return None
 
     def _parse(self, payload: bytes) -> StreamChunk:
-        where = f"event {self._events}"
+        # This runs once per token: the error messages are built only when there is an error.
         try:
             text = payload.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise StreamFault(
-                Failure(MALFORMED_STREAM, f"{where} is not UTF-8 ({exc.reason} at byte {exc.start})")
+                Failure(MALFORMED_STREAM, f"event {self._events} is not UTF-8 ({exc.reason} at byte {exc.start})")
             ) from exc
         try:
             chunk = StreamChunk.model_validate_json(text)
         except ValidationError as exc:
             problem = exc.errors()[0]
             field = ".".join(str(part) for part in problem["loc"])
-            raise StreamFault(
-                Failure(MALFORMED_STREAM, f"{where}: {field + ': ' if field else ''}{problem['msg']}: {text[:80]!r}")
-            ) from exc
+            raise StreamFault(Failure(
+                MALFORMED_STREAM,
+                f"event {self._events}: {field + ': ' if field else ''}{problem['msg']}: {text[:80]!r}",
+            )) from exc
         if chunk.error is not None:
-            raise StreamFault(Failure(ERROR_EVENT, f"{where}: server error event: {_error_text(chunk.error)}"))
+            raise StreamFault(
+                Failure(ERROR_EVENT, f"event {self._events}: server error event: {_error_text(chunk.error)}")
+            )
         return chunk
 
     def _take(self, chunk: StreamChunk, now: float) -> None:
         usage = chunk.usage
-        if usage is not None and usage.prompt_tokens is not None:
-            self.usage_prompt = usage.prompt_tokens
-        counted = usage.completion_tokens if usage is not None else None
-        ids = [choice.token_ids for choice in chunk.choices if choice.token_ids is not None]
-        if ids:
+        counted = None
+        if usage is not None:
+            if usage.prompt_tokens is not None:
+                self.usage_prompt = usage.prompt_tokens
+            counted = usage.completion_tokens
+        new, with_ids = 0, False
+        for choice in chunk.choices:
+            if choice.token_ids is not None:
+                with_ids = True
+                new += len(choice.token_ids)
+        if with_ids:
             self.by_token_ids = True
-            new = sum(len(group) for group in ids)
         elif self.by_token_ids:
             new = 0
         elif counted is not None:
@@ -139,7 +147,10 @@ class StreamReader:
             new = sum(bool(choice.text or (choice.delta and choice.delta.content)) for choice in chunk.choices)
         if counted is not None:
             self.usage_completion = counted
-        self.token_times.extend([now] * new)
+        if new == 1:
+            self.token_times.append(now)
+        elif new:
+            self.token_times.extend([now] * new)
 
 
 def _error_text(error: Any) -> str:

@@ -23,11 +23,12 @@ from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headli
 from harness.analysis.gap import gap_table
 from harness.analysis.levels import level_name
 from harness.analysis.step_predict import server_models
+from harness.calibration.marking import is_calibration_run
 from harness.errors import UsageError
 from harness.manifest import RunManifest
 from harness.report.document import Block, Bullets, Paragraph
 from harness.report.facts import ReportExtras, ReportRun, gather_facts
-from harness.report.headline import cell_blocks, headline_blocks, headline_summary
+from harness.report.headline import cell_blocks, client_bound_blocks, headline_blocks, headline_summary
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_model import StepModelSummary
 
@@ -81,6 +82,8 @@ def assemble_report(
         extras,
         lead=[
             *partial_blocks(partial),
+            *calibration_blocks([run.data.manifest for run in assessed]),
+            *client_bound_blocks(assessed),
             *headline_blocks(rows, smoke, assessment.common_fit,
                             [run.normalised.speed for run in assessed if run.normalised is not None]),
         ],
@@ -106,6 +109,17 @@ def partial_blocks(partial: Sequence[str]) -> list[Block]:
         Paragraph("**Partial report (--allow-partial): these runs lack rows or hold failed requests.**"),
         Bullets(tuple(partial)),
     ]
+
+
+def calibration_blocks(manifests: Sequence[RunManifest]) -> list[Block]:
+    """Say first, in plain words, when runs were made against the calibration endpoint."""
+    calibration = [manifest.run_id for manifest in manifests if is_calibration_run(manifest)]
+    if not calibration:
+        return []
+    return [Paragraph(
+        f"**CALIBRATION RUNS ({', '.join(calibration)}): made against batchbench's zero-cost calibration endpoint."
+        " They measure the load client's own ceiling and say nothing about any server.**"
+    )]
 
 
 def write_report(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.analysis.cells import Cell, HeadlineRow
+from harness.analysis.cells import AssessedRun, Cell, HeadlineRow
 from harness.analysis.levels import level_name
 from harness.analysis.stats import Estimate
 from harness.analysis.step_fit import StepFit
@@ -67,6 +67,24 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepFi
     return blocks
 
 
+def client_bound_blocks(runs: Sequence[AssessedRun]) -> list[Block]:
+    """A plain warning, near the top, for every run whose load client set the pace."""
+    bound = client_bound_runs(runs)
+    if not bound:
+        return []
+    return [
+        Paragraph(f"**CLIENT-BOUND: in {len(bound)} of {len(runs)} runs the load client, not the server, was the"
+                  " bottleneck.** Their throughput and latencies measure the client. Rerun them with more client"
+                  " processes (`--workers N`) or from more client machines."),
+        Bullets(tuple(f"{entry['run']}: {reason}" for entry in bound for reason in entry["reasons"])),
+    ]
+
+
+def client_bound_runs(runs: Sequence[AssessedRun]) -> list[dict[str, Any]]:
+    """The client-bound runs and why, for the report and summary.json."""
+    return [{"run": run.data.path.name, "reasons": run.health.client_bound} for run in runs if run.health.client_bound]
+
+
 def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
     """Every cell: median, interval, repetitions, engine agreement, verdict and why."""
     header = ("system", "spread", "median total tok/s", "95% interval", "runs", "client vs engine", "verdict")
@@ -95,6 +113,7 @@ def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: 
     """The same figures for summary.json."""
     return {
         "smoke": smoke,
+        "client_bound": client_bound_runs([run for cell in cells for run in cell.runs]),
         "stable": all(row.stable for row in rows),
         "headline": [
             {
@@ -122,6 +141,7 @@ def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: 
                         "total_tok_s_at_one_speed": run.normalised.total_tok_s if run.normalised else None,
                         "engine_generated_tok_s": run.engine.generated_tok_s if run.engine else None,
                         "stable": run.health.stable,
+                        "client_bound": bool(run.health.client_bound),
                         "checks": {check.name: {"value": check.value, "limit": check.limit, "passed": check.passed}
                                    for check in run.health.checks},
                     }

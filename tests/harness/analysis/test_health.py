@@ -286,3 +286,41 @@ def test_a_different_schedule_is_named_as_such():
 def test_no_speed_note_without_two_engine_logs(engines):
     names = {check.name for check in cell_health(median_ci([1.0, 2.0, 3.0]), [Health(())] * 3, engines).checks}
     assert "machine speed" not in names
+
+
+def test_a_client_above_ninety_percent_cpu_is_called_client_bound_in_plain_words():
+    health = run_health(**healthy(client_cpu_share=0.97))
+    assert health.client_bound == health.reasons
+    assert "client-bound" in health.reasons[0] and "97% of a core" in health.reasons[0]
+    assert "--workers N" in health.reasons[0]
+
+
+@pytest.mark.parametrize(("engine", "severity"), [(ENGINE, "note"), (None, "unstable")], ids=["engine", "client only"])
+def test_a_loop_lag_over_five_percent_of_the_median_itl_is_client_bound(engine, severity):
+    # 0.6 ms of median lag against tokens 10 ms apart: 6% of every gap is the client's.
+    health = run_health(**healthy(loop_lag_p50_s=0.0006, median_itl_s=0.010, engine=engine))
+    check = next(c for c in health.checks if c.name == "client loop lag vs ITL")
+    assert not check.passed and check.severity == severity
+    assert check.value == pytest.approx(0.06)
+    assert health.client_bound == [check.text]
+    assert "client-bound" in check.text and "0.60 ms" in check.text and "10.00 ms" in check.text
+    assert "--workers N" in check.text
+    assert health.stable == (severity == "note")
+
+
+def test_a_lag_of_five_percent_or_less_is_not_client_bound():
+    health = run_health(**healthy(loop_lag_p50_s=0.0005, median_itl_s=0.010))
+    assert health.client_bound == []
+    assert "client loop lag vs ITL" in names(health)
+
+
+@pytest.mark.parametrize("itl", [0.0, math.nan], ids=["zero", "unknown"])
+def test_no_lag_against_itl_check_without_a_positive_itl(itl):
+    health = run_health(**healthy(loop_lag_p50_s=0.001, median_itl_s=itl))
+    assert "client loop lag vs ITL" not in names(health)
+    assert health.client_bound == []
+
+
+def test_a_lag_many_times_the_itl_is_said_as_a_multiple():
+    health = run_health(**healthy(loop_lag_p50_s=0.015, median_itl_s=0.00002))
+    assert "750x the median inter-token time" in health.client_bound[0]
