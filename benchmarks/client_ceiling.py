@@ -5,11 +5,12 @@ and drives it through a real client:
 - endpoint: a trivial raw reader (asyncio, counts finished bodies, parses nothing): the
   endpoint's own ceiling, which must sit well above every client figure below;
 - ours: `batchbench run` (the whole recording path: SSE parsing, per-token rows, journal,
-  telemetry, tables) with 1 process, and with `--workers 2` when this checkout has it;
+  telemetry, tables) with 1 process, and with `--workers 2` (Locust's master and 2 workers);
 - peer: `vllm bench serve`'s client (asyncio + aiohttp) on the same endpoint and shape;
 - ttft: both clients one request at a time (low load): median TTFT;
-- memory: `batchbench run` holding 1,000 paced streams in flight: its RSS and USS (psutil),
-  sampled every 0.2 s, at the moment the endpoint counted the most streams in flight.
+- memory: `batchbench run` holding 1,000 paced streams in flight, in one process and with
+  `--workers 2`: the RSS and USS (psutil) of every Locust process of the run, sampled every
+  0.2 s, at the moment the endpoint counted the most streams in flight.
 
 Throughput is streamed (generated) tokens per second over the run's makespan, for ours
 from its run directory, for the peer from its own result file. Reps alternate who goes
@@ -100,13 +101,6 @@ def workload(path: Path, name: str, requests: int, tokens: int, arrival: str) ->
         f"arrival: {arrival}\n"
     )
     return path
-
-
-def has_workers_option() -> bool:
-    """True when this checkout's `batchbench run` takes --workers (Locust's distributed mode)."""
-    help_text = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--help"],
-                               capture_output=True, text=True, check=True).stdout
-    return "--workers" in help_text
 
 
 def batchbench_run(base_url: str, spec: Path, out: Path, workers: int = 1) -> subprocess.Popen:
@@ -201,27 +195,35 @@ def ours_ttft(ep: Endpoint, scratch: Path, tag: str) -> dict:
     return {"median_ttft_ms": metrics.ttft_s.p50 * 1000, "ok": metrics.ok}
 
 
-def memory(ep: Endpoint, scratch: Path) -> dict:
-    """RSS and USS of the client process while the endpoint holds the most of its streams in flight."""
-    spec = workload(scratch / "memory.yaml", "memory", MEMORY_STREAMS, MEMORY_TOKENS, "{kind: burst}")
-    process = batchbench_run(ep.base_url, spec, scratch / "memory")
-    client = psutil.Process(process.pid)
-    best: dict[str, float] = {"in_flight": -1}
-    peak_rss = 0
+def memory(ep: Endpoint, scratch: Path, workers: int) -> dict:
+    """RSS and USS of each Locust process of a run while the endpoint holds the most streams in flight.
+
+    With `--workers N` the master holds no stream; each worker holds its share.
+    """
+    tag = f"memory{workers}"
+    spec = workload(scratch / f"{tag}.yaml", "memory", MEMORY_STREAMS, MEMORY_TOKENS, "{kind: burst}")
+    process = batchbench_run(ep.base_url, spec, scratch / tag, workers)
+    root = psutil.Process(process.pid)
+    best: dict = {"in_flight": -1}
+    peak_rss = 0.0
     with httpx.Client(base_url=ep.base_url, timeout=5) as poll:
         while process.poll() is None:
             try:
-                memory_info = client.memory_full_info()
+                processes = [root, *root.children(recursive=True)]
+                role = {root.pid: "master" if workers > 1 else "single"}
+                sizes = [(role.get(p.pid, "worker"), p.memory_full_info()) for p in processes]
             except psutil.NoSuchProcess:
                 break
             in_flight = int(parse_metrics(poll.get("/metrics").text, 0.0).running)
-            peak_rss = max(peak_rss, memory_info.rss)
+            peak_rss = max(peak_rss, *(info.rss / 2**20 for _, info in sizes))
             if in_flight >= best["in_flight"]:
-                best = {"in_flight": in_flight, "rss_mb": memory_info.rss / 2**20, "uss_mb": memory_info.uss / 2**20}
+                best = {"in_flight": in_flight,
+                        "processes": [{"role": name, "rss_mb": info.rss / 2**20, "uss_mb": info.uss / 2**20}
+                                      for name, info in sizes]}
             time.sleep(0.2)
-    finish(process, "batchbench run memory")
-    manifest = RunManifest.model_validate_json((scratch / "memory" / MANIFEST_FILE).read_text())
-    return best | {"peak_rss_mb": peak_rss / 2**20, "ok": manifest.counts.ok}
+    finish(process, f"batchbench run {tag}")
+    manifest = RunManifest.model_validate_json((scratch / tag / MANIFEST_FILE).read_text())
+    return best | {"workers": workers, "peak_rss_mb": peak_rss, "ok": manifest.counts.ok}
 
 
 def summarise(values: list[float]) -> dict[str, float]:
@@ -233,7 +235,6 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     tokenizer = str(resolve_model("tiny").path)
-    workers = has_workers_option()
     results: dict[str, list[dict]] = {"endpoint": [], "ours_1": [], "ours_2": [], "peer": [],
                                       "ttft_ours": [], "ttft_peer": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,9 +244,8 @@ def main() -> None:
                 results["endpoint"].append(raw_reader(ep))
                 print(f"rep {rep} endpoint: {results['endpoint'][-1]}", flush=True)
                 clients = [("ours_1", lambda r: ours(ep, scratch, f"ours1-{r}")),
+                           ("ours_2", lambda r: ours(ep, scratch, f"ours2-{r}", workers=2)),
                            ("peer", lambda r: peer(ep, tokenizer, scratch, f"peer-{r}", STREAMS, REQUESTS, TOKENS))]
-                if workers:
-                    clients.append(("ours_2", lambda r: ours(ep, scratch, f"ours2-{r}", workers=2)))
                 for name, measure in clients if rep % 2 == 0 else clients[::-1]:
                     results[name].append(measure(rep))
                     print(f"rep {rep} {name}: {results[name][-1]}", flush=True)
@@ -255,13 +255,12 @@ def main() -> None:
                     results[name].append(measure(rep))
                     print(f"rep {rep} {name}: {results[name][-1]}", flush=True)
         with endpoint(tokenizer, MEMORY_STEP_S) as ep:
-            mem = memory(ep, scratch)
+            mem = [memory(ep, scratch, workers) for workers in (1, 2)]
             print(f"memory: {mem}", flush=True)
     summary = {
         "endpoint_tok_s": summarise([r["tok_s"] for r in results["endpoint"]]),
         "ours_1_process_tok_s": summarise([r["tok_s"] for r in results["ours_1"]]),
-        "ours_2_processes_tok_s": summarise([r["tok_s"] for r in results["ours_2"]]) if workers else
-        "not measured: this checkout's `batchbench run` has no --workers",
+        "ours_2_processes_tok_s": summarise([r["tok_s"] for r in results["ours_2"]]),
         "peer_tok_s": summarise([r["tok_s"] for r in results["peer"]]),
         "ttft_ours_ms": summarise([r["median_ttft_ms"] for r in results["ttft_ours"]]),
         "ttft_peer_ms": summarise([r["median_ttft_ms"] for r in results["ttft_peer"]]),

