@@ -8,9 +8,9 @@ and drives it through a real client:
   telemetry, tables) with 1 process, and with `--workers 2` (Locust's master and 2 workers);
 - peer: `vllm bench serve`'s client (asyncio + aiohttp) on the same endpoint and shape;
 - ttft: both clients one request at a time (low load): median TTFT;
-- memory: `batchbench run` holding 1,000 paced streams in flight, in one process and with
-  `--workers 2`: the RSS and USS (psutil) of every Locust process of the run, sampled every
-  0.2 s, at the moment the endpoint counted the most streams in flight.
+- memory: 1,000 paced streams in flight per load process, in one process and with
+  `--workers 2` (2,000 streams): the RSS and USS (psutil) of every Locust process of the
+  run, sampled every 0.2 s, at the moment the endpoint counted the most streams in flight.
 
 Throughput is streamed (generated) tokens per second over the run's makespan, for ours
 from its run directory, for the peer from its own result file. Reps alternate who goes
@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STREAMS, TOKENS, REQUESTS, PROMPT = 128, 1000, 2048, 16
 # TTFT shape: one request at a time.
 TTFT_REQUESTS, TTFT_TOKENS = 200, 32
-# Memory shape: 1,000 streams in flight, paced at 10 tokens/s each, 10 s long.
+# Memory shape: 1,000 streams in flight per load process, paced at 10 tokens/s each, 10 s long.
 MEMORY_STREAMS, MEMORY_TOKENS, MEMORY_STEP_S = 1000, 100, 0.1
 
 
@@ -198,10 +198,10 @@ def ours_ttft(ep: Endpoint, scratch: Path, tag: str) -> dict:
 def memory(ep: Endpoint, scratch: Path, workers: int) -> dict:
     """RSS and USS of each Locust process of a run while the endpoint holds the most streams in flight.
 
-    With `--workers N` the master holds no stream; each worker holds its share.
+    Each load process holds MEMORY_STREAMS; with `--workers N` the master holds none.
     """
     tag = f"memory{workers}"
-    spec = workload(scratch / f"{tag}.yaml", "memory", MEMORY_STREAMS, MEMORY_TOKENS, "{kind: burst}")
+    spec = workload(scratch / f"{tag}.yaml", "memory", MEMORY_STREAMS * workers, MEMORY_TOKENS, "{kind: burst}")
     process = batchbench_run(ep.base_url, spec, scratch / tag, workers)
     root = psutil.Process(process.pid)
     best: dict = {"in_flight": -1}
@@ -264,7 +264,7 @@ def main() -> None:
         "peer_tok_s": summarise([r["tok_s"] for r in results["peer"]]),
         "ttft_ours_ms": summarise([r["median_ttft_ms"] for r in results["ttft_ours"]]),
         "ttft_peer_ms": summarise([r["median_ttft_ms"] for r in results["ttft_peer"]]),
-        "memory_at_1000_streams": mem,
+        "memory_at_1000_streams_per_process": mem,
     }
     report = {"date": time.strftime("%Y-%m-%d %H:%M"), "host_cores": psutil.cpu_count(),
               "shape": {"streams": STREAMS, "tokens": TOKENS, "requests": REQUESTS, "prompt_tokens": PROMPT},
