@@ -17,11 +17,20 @@ scenario share the pools (with pools of 20/10/10 trials, 10 fully independent ga
 would need 100/50/50). Reported: outcomes per scenario, and the wall time of a gate run
 measured as (its trials' run time) + (the verdict's compute time).
 
+`--independent unchanged[,slow10,slow3]` instead measures every gate run's trials afresh:
+per gate run, `--trials` plain baseline trials and `--trials` candidate trials, taken
+alternately, then the verdict, then one more candidate trial at a time while it is
+inconclusive (up to `--extra-trials`), as `batchbench gate` does with a server it launched.
+No trial serves two gate runs of a scenario (the scenarios of one gate run share its
+baseline trials). Reported: outcomes, and each gate run's measured wall time.
+
     .venv/bin/python benchmarks/gate_acceptance.py [--rounds 10] [--trials 5] [--gate-runs 10]
+    .venv/bin/python benchmarks/gate_acceptance.py --independent unchanged [--gate-runs 10]
     .venv/bin/python benchmarks/gate_acceptance.py --rejudge benchmarks/results/gate_acceptance.json
 
 Writes benchmarks/results/gate_acceptance.json, the pools' whole trials included, so
-`--rejudge` can judge the same measured trials again under today's rule without a server.
+`--rejudge` can judge the same measured trials again under today's rule without a server
+(`--independent`: gate_acceptance_independent.json).
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from harness.gate.compare import BaselineSample, judge_config
 from harness.gate.statistics import GateRule
 from harness.history.from_run import trial_from_run
 from harness.history.rows import TrialRow
-from harness.workload import load_specs
+from harness.workload import WorkloadSpec, load_specs
 from launchers import ServerSpec, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +91,7 @@ def main() -> None:
     parser.add_argument("--extra-trials", type=int, default=2)
     parser.add_argument("--workload", default="cpu-anyscale-cap128")
     parser.add_argument("--rejudge", type=Path, help="judge the pools saved in this result file again; no server")
+    parser.add_argument("--independent", help="scenarios whose every gate run measures fresh trials, e.g. unchanged")
     args = parser.parse_args()
     if args.rejudge:
         saved = json.loads(args.rejudge.read_text())
@@ -92,6 +102,9 @@ def main() -> None:
     # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
     logging.basicConfig(format="%(message)s")
     logging.getLogger("launchers").setLevel(logging.INFO)
+    if args.independent:
+        independent(args, [name.strip() for name in args.independent.split(",")])
+        return
     spec = load_specs([args.workload])[0]
     dirs: dict[str, list[Path]] = {arm: [] for arm in SLOWDOWNS}
     run_s: list[float] = []
@@ -101,20 +114,92 @@ def main() -> None:
         for round_index in range(args.rounds):
             shift = round_index % len(ROUND)
             for arm in ROUND[shift:] + ROUND[:shift]:
-                server, endpoint = servers[arm]
-                out = scratch / "runs" / f"{arm}-{len(dirs[arm]) + 1}"
                 began = time.monotonic()
-                execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
-                                   tokenizer=load_tokenizer(None, endpoint), out_dir=out,
-                                   server=dataclasses.asdict(server.info), warmup=False))
+                dirs[arm].append(trial_run(spec, servers[arm], scratch / "runs" / f"{arm}-{len(dirs[arm]) + 1}"))
                 run_s.append(time.monotonic() - began)
-                dirs[arm].append(out)
                 print(f"round {round_index + 1} {arm}: {run_s[-1]:.0f} s", flush=True)
-        assessed = assess_run_dirs([d for arm_dirs in dirs.values() for d in arm_dirs], allow_partial=True)
-        by_path = {run.data.path: run for run in assessed.assessed}
-        pools = {arm: [trial_from_run(by_path[d], source="run", batch_id=arm) for d in arm_dirs]
-                 for arm, arm_dirs in dirs.items()}
+        pools = {arm: trials_of(arm_dirs, arm) for arm, arm_dirs in dirs.items()}
     judge(pools, args, {"workload": args.workload, "rounds": args.rounds}, float(np.median(run_s)))
+
+
+def trial_run(spec: WorkloadSpec, server_and_endpoint, out: Path) -> Path:
+    """One trial: a run of `spec` on this arm's server, into `out`."""
+    server, endpoint = server_and_endpoint
+    execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
+                       tokenizer=load_tokenizer(None, endpoint), out_dir=out,
+                       server=dataclasses.asdict(server.info), warmup=False))
+    return out
+
+
+def trials_of(run_dirs: list[Path], batch_id: str) -> list[TrialRow]:
+    """The history rows of these runs, in their order."""
+    by_path = {run.data.path: run for run in assess_run_dirs(run_dirs, allow_partial=True).assessed}
+    return [trial_from_run(by_path[d], source="run", batch_id=batch_id) for d in run_dirs]
+
+
+def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
+    """Gate runs on fresh trials each: baseline and candidates measured for that gate run only."""
+    unknown = [name for name in scenarios if name not in ("unchanged", "slow10", "slow3")]
+    if unknown:
+        raise SystemExit(f"--independent: unknown scenario(s) {unknown}; known: unchanged, slow10, slow3")
+    arms = {name: "plain" if name == "unchanged" else name for name in scenarios}
+    spec = load_specs([args.workload])[0]
+    rule = GateRule()
+    outcomes: dict[str, list[dict[str, object]]] = {name: [] for name in scenarios}
+    walls: dict[str, list[float]] = {name: [] for name in scenarios}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        scratch = Path(tmp)
+        servers = {arm: launch(arm, scratch, stack) for arm in {"plain", *arms.values()}}
+        counter = iter(range(1_000_000))
+
+        def measure(arm: str, batch_id: str) -> tuple[TrialRow, float]:
+            began = time.monotonic()
+            out = trial_run(spec, servers[arm], scratch / "runs" / f"{arm}-{next(counter)}")
+            return trials_of([out], batch_id)[0], time.monotonic() - began
+
+        for gate_run in range(args.gate_runs):
+            # Baseline and candidates alternate, so the machine's drift lands on all alike.
+            base: list[TrialRow] = []
+            candidates: dict[str, list[TrialRow]] = {name: [] for name in scenarios}
+            spent = dict.fromkeys(scenarios, 0.0)
+            base_s = 0.0
+            for _ in range(args.trials):
+                trial, seconds = measure("plain", f"base-{gate_run}")
+                base.append(trial)
+                base_s += seconds
+                for name in scenarios:
+                    trial, seconds = measure(arms[name], f"{name}-{gate_run}")
+                    candidates[name].append(trial)
+                    spent[name] += seconds
+            for name in scenarios:
+                while True:
+                    began = time.monotonic()
+                    verdict = judge_config(candidates[name], BaselineSample((tuple(base),), "fresh"), rule)
+                    spent[name] += time.monotonic() - began
+                    if verdict.outcome != "inconclusive" or len(candidates[name]) >= args.trials + args.extra_trials:
+                        break
+                    trial, seconds = measure(arms[name], f"{name}-{gate_run}")
+                    candidates[name].append(trial)
+                    spent[name] += seconds
+                wall_s = base_s + spent[name]
+                walls[name].append(wall_s)
+                outcomes[name].append({
+                    "outcome": verdict.outcome, "reasons": list(verdict.reasons),
+                    "ratio": verdict.verdict.ratio.point if verdict.verdict else None,
+                    "candidate_trials": len(candidates[name]), "wall_s": wall_s,
+                    "baseline_engine_tok_s": [t.engine_total_tok_s for t in base],
+                    "candidate_engine_tok_s": [t.engine_total_tok_s for t in candidates[name]],
+                })
+                print(f"gate run {gate_run + 1} {name}: {verdict.outcome} ({len(candidates[name])} candidate"
+                      f" trials, {wall_s / 60:.1f} min)", flush=True)
+    report = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
+              "gate_runs": args.gate_runs, "rule": dataclasses.asdict(rule), "outcomes": outcomes,
+              "counts": {name: {o: sum(r["outcome"] == o for r in runs) for o in ("pass", "regression", "inconclusive")}
+                         for name, runs in outcomes.items()},
+              "median_gate_run_wall_s": {name: float(np.median(values)) for name, values in walls.items()}}
+    out = ROOT / "benchmarks" / "results" / "gate_acceptance_independent.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report["counts"]), f"-> {out}")
 
 
 def judge(pools: dict[str, list[TrialRow]], args: argparse.Namespace, report: dict[str, object],

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel, Field, Strict, StrictStr, ValidationError
 
 from harness.errors import ServerError, UsageError
+from harness.workload.prompts import TokenizerLike
+from harness.workload.tokenizer_file import file_tokenizer
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -103,19 +105,28 @@ def server_token_counter(info: EndpointInfo, headers: dict[str, str]) -> Callabl
     return count
 
 
-def load_tokenizer(source: str | None, info: EndpointInfo):
-    """The tokenizer prompts are built with: `source`, else the served model's local root."""
+def load_tokenizer(source: str | None, info: EndpointInfo) -> TokenizerLike:
+    """The tokenizer prompts are built with: `source`, else the served model's local root.
+
+    Read from the directory's tokenizer.json without transformers where that answers the
+    same (harness.workload.tokenizer_file: no torch in the load process), else through
+    transformers.
+    """
     candidate = source or info.root
     if candidate is None or not (Path(candidate).expanduser().is_dir() or source):
         raise UsageError(
             f"no local tokenizer for {info.model!r} (server root: {info.root}): pass --tokenizer DIR"
         )
+    directory = Path(candidate).expanduser()
+    if directory.is_dir() and (from_file := file_tokenizer(directory)) is not None:
+        return from_file
     from transformers import AutoTokenizer
 
     # Offline for this load only: a tokenizer is read from a directory, never downloaded, and
     # a launched server must not inherit an offline switch the harness set for itself.
     try:
-        return AutoTokenizer.from_pretrained(str(Path(candidate).expanduser()), local_files_only=True)
+        # transformers' signatures are wider than the protocol mypy compares them with.
+        return cast(TokenizerLike, AutoTokenizer.from_pretrained(str(directory), local_files_only=True))
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot load a tokenizer from {candidate}: {exc}".splitlines()[0]) from exc
 

@@ -1,10 +1,9 @@
-"""Exact-length prompts under small real tokenizers built in the test."""
+"""Exact-length prompts under small real tokenizers (built in conftest.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 from harness.errors import UsageError
@@ -17,68 +16,6 @@ from harness.workload import (
     build_plan,
     make_prompts,
 )
-
-SPECIALS = ["<unk>", "<s>", "</s>"]
-WORDS = [f"{a}{b}{c}" for a in "bcdfgklmnp" for b in "aeiou" for c in "rstlnmkgpd"]  # 500
-
-
-def wrap(tokenizer: Tokenizer) -> PreTrainedTokenizerFast:
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
-    )
-
-
-def add_bos(tokenizer: Tokenizer) -> None:
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A", special_tokens=[("<s>", tokenizer.token_to_id("<s>"))]
-    )
-
-
-def word_level(bos: bool) -> PreTrainedTokenizerFast:
-    vocab = {token: i for i, token in enumerate(SPECIALS + WORDS)}
-    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    if bos:
-        add_bos(tokenizer)
-    return wrap(tokenizer)
-
-
-def byte_level_bpe(bos: bool) -> PreTrainedTokenizerFast:
-    """GPT-2 style BPE: decoding joins pieces without spaces, so re-encoding merges them
-    differently and the count moves, which is what the adjustment loop must handle."""
-    rng = np.random.default_rng(0)
-    corpus = [" ".join(rng.choice(WORDS, 12)) for _ in range(300)]
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600,
-        special_tokens=SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(corpus, trainer)
-    if bos:
-        add_bos(tokenizer)
-    return wrap(tokenizer)
-
-
-TOKENIZERS = {
-    "wordlevel": lambda: word_level(bos=False),
-    "wordlevel+bos": lambda: word_level(bos=True),
-    "bpe": lambda: byte_level_bpe(bos=False),
-    "bpe+bos": lambda: byte_level_bpe(bos=True),
-}
-
-
-@pytest.fixture(scope="module", params=list(TOKENIZERS), ids=list(TOKENIZERS))
-def tokenizer(request) -> PreTrainedTokenizerFast:
-    return TOKENIZERS[request.param]()
-
-
-@pytest.fixture(scope="module")
-def bpe() -> PreTrainedTokenizerFast:
-    return byte_level_bpe(bos=False)
 
 
 def count(tokenizer: PreTrainedTokenizerFast, text: str) -> int:
@@ -94,8 +31,8 @@ def test_prompts_have_exact_counts_including_special_tokens(tokenizer):
         assert tokenizer.encode(text, add_special_tokens=True)[: len(bos)] == bos
 
 
-def test_bos_counts_towards_the_length():
-    tokenizer = word_level(bos=True)
+def test_bos_counts_towards_the_length(small_tokenizers):
+    tokenizer = small_tokenizers["wordlevel+bos"]()
     text = PromptFactory(tokenizer, seed=0).make(10, index=0)
     assert len(text.split()) == 9
     assert tokenizer.encode(text)[0] == tokenizer.bos_token_id
@@ -160,11 +97,12 @@ def test_verify_agreeing_passes_and_disagreeing_is_a_usage_error(bpe):
         off_by_one.make(20, 0)
 
 
-def test_length_with_no_room_for_text_is_a_usage_error():
-    factory = PromptFactory(word_level(bos=True), seed=0)
+def test_length_with_no_room_for_text_is_a_usage_error(small_tokenizers):
+    factory = PromptFactory(small_tokenizers["wordlevel+bos"](), seed=0)
     with pytest.raises(UsageError, match=r"prompt length 1: the tokenizer adds 1 special"):
         factory.make(1, 0)
-    assert count(word_level(bos=False), PromptFactory(word_level(bos=False), 0).make(1, 0)) == 1
+    plain = small_tokenizers["wordlevel"]()
+    assert count(plain, PromptFactory(plain, 0).make(1, 0)) == 1
 
 
 class DoublingTokenizer:
