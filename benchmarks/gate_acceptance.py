@@ -192,14 +192,25 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
                 })
                 print(f"gate run {gate_run + 1} {name}: {verdict.outcome} ({len(candidates[name])} candidate"
                       f" trials, {wall_s / 60:.1f} min)", flush=True)
+            # Saved after every gate run: a long measurement stopped early keeps what it measured.
+            out = save_independent(args, rule, outcomes, walls)
+    print(f"-> {out}")
+
+
+def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[str, list[dict[str, object]]],
+                     walls: dict[str, list[float]]) -> Path:
+    """Write the independent gate runs so far; the file's path."""
     report = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
-              "gate_runs": args.gate_runs, "rule": dataclasses.asdict(rule), "outcomes": outcomes,
+              "gate_runs_planned": args.gate_runs, "gate_runs_done": min(len(runs) for runs in outcomes.values()),
+              "rule": dataclasses.asdict(rule), "date": time.strftime("%Y-%m-%d %H:%M"),
               "counts": {name: {o: sum(r["outcome"] == o for r in runs) for o in ("pass", "regression", "inconclusive")}
                          for name, runs in outcomes.items()},
-              "median_gate_run_wall_s": {name: float(np.median(values)) for name, values in walls.items()}}
+              "median_gate_run_wall_s": {name: float(np.median(values)) for name, values in walls.items()},
+              "outcomes": outcomes}
     out = ROOT / "benchmarks" / "results" / "gate_acceptance_independent.json"
     out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report["counts"]), f"-> {out}")
+    print(json.dumps(report["counts"]), flush=True)
+    return out
 
 
 def judge(pools: dict[str, list[TrialRow]], args: argparse.Namespace, report: dict[str, object],
