@@ -13,10 +13,11 @@ gevent's under Locust's monkey-patching, so a read blocks only its own greenlet.
 
 from __future__ import annotations
 
+import functools
 import select
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httptools
 import httpx
@@ -96,37 +97,23 @@ class _Connection:
 class _Body(httpx.SyncByteStream):
     """A response body as it arrives: one piece per socket read, dechunked by llhttp."""
 
-    def __init__(self, connection: _Connection, release: _Release) -> None:
+    def __init__(self, connection: _Connection, release: Callable[[_Connection], None]) -> None:
         self._connection = connection
         self._release = release
 
     def __iter__(self) -> Iterator[bytes]:
         parsed = self._connection.parsed
-        if parsed.body:
-            yield b"".join(parsed.body)
-            parsed.body.clear()
-        while not parsed.complete:
-            self._connection.receive()
+        while True:
+            # The head's last read may already hold body pieces, or the whole body.
             if parsed.body:
                 yield b"".join(parsed.body)
                 parsed.body.clear()
+            if parsed.complete:
+                return
+            self._connection.receive()
 
     def close(self) -> None:
         self._release(self._connection)
-
-
-class _Release:
-    """Hands a finished connection back to its pool, or closes it."""
-
-    def __init__(self, pool: list[_Connection], limit: int) -> None:
-        self._pool = pool
-        self._limit = limit
-
-    def __call__(self, connection: _Connection) -> None:
-        if connection.reusable() and len(self._pool) < self._limit:
-            self._pool.append(connection)
-        else:
-            connection.close()
 
 
 class LlhttpTransport(httpx.BaseTransport):
@@ -153,7 +140,7 @@ class LlhttpTransport(httpx.BaseTransport):
         return httpx.Response(
             connection.parsed.parser.get_status_code(),
             headers=connection.parsed.headers,
-            stream=_Body(connection, _Release(pool, self._max_keepalive)),
+            stream=_Body(connection, functools.partial(self._release, pool)),
             extensions={"http_version": b"HTTP/1.1"},
             request=request,
         )
@@ -163,6 +150,13 @@ class LlhttpTransport(httpx.BaseTransport):
             for connection in pool:
                 connection.close()
             pool.clear()
+
+    def _release(self, pool: list[_Connection], connection: _Connection) -> None:
+        """Hand a finished connection back to its pool, or close it."""
+        if connection.reusable() and len(pool) < self._max_keepalive:
+            pool.append(connection)
+        else:
+            connection.close()
 
     @staticmethod
     def _pooled(pool: list[_Connection], read_timeout: float | None) -> _Connection | None:
