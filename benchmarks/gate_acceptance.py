@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -150,7 +151,7 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         scratch = Path(tmp)
         servers = {arm: launch(arm, scratch, stack) for arm in {"plain", *arms.values()}}
-        counter = iter(range(1_000_000))
+        counter = itertools.count()
 
         def measure(arm: str, batch_id: str) -> tuple[TrialRow, float]:
             began = time.monotonic()

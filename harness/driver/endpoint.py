@@ -118,7 +118,7 @@ def load_tokenizer(source: str | None, info: EndpointInfo) -> TokenizerLike:
             f"no local tokenizer for {info.model!r} (server root: {info.root}): pass --tokenizer DIR"
         )
     directory = Path(candidate).expanduser()
-    if directory.is_dir() and (from_file := file_tokenizer(directory)) is not None:
+    if (from_file := file_tokenizer(directory)) is not None:
         return from_file
     from transformers import AutoTokenizer
 
