@@ -22,10 +22,12 @@ per gate run, `--trials` plain baseline trials and `--trials` candidate trials, 
 alternately, then the verdict, then one more candidate trial at a time while it is
 inconclusive (up to `--extra-trials`), as `batchbench gate` does with a server it launched.
 No trial serves two gate runs of a scenario (the scenarios of one gate run share its
-baseline trials). Reported: outcomes, and each gate run's measured wall time.
+baseline trials). Reported: outcomes, and each gate run's measured wall time. `--resume`
+carries on a stopped measurement: the saved gate runs are kept (same workload, trials,
+budget and rule, else it refuses) and the next ones are added until `--gate-runs` in all.
 
     .venv/bin/python benchmarks/gate_acceptance.py [--rounds 10] [--trials 5] [--gate-runs 10]
-    .venv/bin/python benchmarks/gate_acceptance.py --independent unchanged [--gate-runs 10]
+    .venv/bin/python benchmarks/gate_acceptance.py --independent unchanged [--gate-runs 10] [--resume]
     .venv/bin/python benchmarks/gate_acceptance.py --rejudge benchmarks/results/gate_acceptance.json
 
 Writes benchmarks/results/gate_acceptance.json, the pools' whole trials included, so
@@ -46,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -68,6 +71,7 @@ BATCH = 16
 SLOWDOWNS = {"plain": 0.0, "slow10": 0.10, "slow3": 0.03}
 # The plain arm runs twice a round: baseline and the unchanged scenario's candidate.
 ROUND = ("plain", "slow10", "plain", "slow3")
+INDEPENDENT_RESULTS = ROOT / "benchmarks" / "results" / "gate_acceptance_independent.json"
 
 
 def launch(arm: str, scratch: Path, stack: contextlib.ExitStack):
@@ -93,6 +97,7 @@ def main() -> None:
     parser.add_argument("--workload", default="cpu-anyscale-cap128")
     parser.add_argument("--rejudge", type=Path, help="judge the pools saved in this result file again; no server")
     parser.add_argument("--independent", help="scenarios whose every gate run measures fresh trials, e.g. unchanged")
+    parser.add_argument("--resume", action="store_true", help="--independent: keep the saved gate runs, add the rest")
     args = parser.parse_args()
     if args.rejudge:
         saved = json.loads(args.rejudge.read_text())
@@ -142,12 +147,13 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
     """Gate runs on fresh trials each: baseline and candidates measured for that gate run only."""
     unknown = [name for name in scenarios if name not in ("unchanged", "slow10", "slow3")]
     if unknown:
-        raise SystemExit(f"--independent: unknown scenario(s) {unknown}; known: unchanged, slow10, slow3")
+        usage_error(f"--independent: unknown scenario(s) {unknown}; known: unchanged, slow10, slow3")
     arms = {name: "plain" if name == "unchanged" else name for name in scenarios}
     spec = load_specs([args.workload])[0]
     rule = GateRule()
-    outcomes: dict[str, list[dict[str, object]]] = {name: [] for name in scenarios}
-    walls: dict[str, list[float]] = {name: [] for name in scenarios}
+    outcomes = resumed(args, rule, scenarios) if args.resume else {name: [] for name in scenarios}
+    walls = {name: [float(run["wall_s"]) for run in runs] for name, runs in outcomes.items()}
+    done = min(len(runs) for runs in outcomes.values())
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         scratch = Path(tmp)
         servers = {arm: launch(arm, scratch, stack) for arm in {"plain", *arms.values()}}
@@ -158,7 +164,7 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
             out = trial_run(spec, servers[arm], scratch / "runs" / f"{arm}-{next(counter)}")
             return trials_of([out], batch_id)[0], time.monotonic() - began
 
-        for gate_run in range(args.gate_runs):
+        for gate_run in range(done, args.gate_runs):
             # Baseline and candidates alternate, so the machine's drift lands on all alike.
             base: list[TrialRow] = []
             candidates: dict[str, list[TrialRow]] = {name: [] for name in scenarios}
@@ -188,6 +194,7 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
                     "outcome": verdict.outcome, "reasons": list(verdict.reasons),
                     "ratio": verdict.verdict.ratio.point if verdict.verdict else None,
                     "candidate_trials": len(candidates[name]), "wall_s": wall_s,
+                    "measured_at": time.strftime("%Y-%m-%d %H:%M"),
                     "baseline_engine_tok_s": [t.engine_total_tok_s for t in base],
                     "candidate_engine_tok_s": [t.engine_total_tok_s for t in candidates[name]],
                 })
@@ -198,7 +205,29 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
     print(f"-> {out}")
 
 
-def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[str, list[dict[str, object]]],
+def usage_error(message: str) -> NoReturn:
+    """Bad input: one line on stderr, exit 2."""
+    print(f"gate_acceptance: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def resumed(args: argparse.Namespace, rule: GateRule, scenarios: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The saved independent gate runs, if they were measured as this invocation would measure them."""
+    if not INDEPENDENT_RESULTS.is_file():
+        usage_error(f"--resume: no saved gate runs at {INDEPENDENT_RESULTS}")
+    saved = json.loads(INDEPENDENT_RESULTS.read_text())
+    asked = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
+             "rule": dataclasses.asdict(rule), "scenarios": sorted(scenarios)}
+    found = {**{key: saved[key] for key in asked if key != "scenarios"}, "scenarios": sorted(saved["outcomes"])}
+    differ = {key: (found[key], value) for key, value in asked.items() if found[key] != value}
+    if differ:
+        usage_error(f"--resume: the saved gate runs were measured otherwise (saved, asked): {differ}")
+    done = min(len(runs) for runs in saved["outcomes"].values())
+    print(f"resuming after {done} saved gate runs", flush=True)
+    return {name: runs[:done] for name, runs in saved["outcomes"].items()}
+
+
+def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[str, list[dict[str, Any]]],
                      walls: dict[str, list[float]]) -> Path:
     """Write the independent gate runs so far; the file's path."""
     report = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
@@ -208,10 +237,9 @@ def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[st
                          for name, runs in outcomes.items()},
               "median_gate_run_wall_s": {name: float(np.median(values)) for name, values in walls.items()},
               "outcomes": outcomes}
-    out = ROOT / "benchmarks" / "results" / "gate_acceptance_independent.json"
-    out.write_text(json.dumps(report, indent=2))
+    INDEPENDENT_RESULTS.write_text(json.dumps(report, indent=2))
     print(json.dumps(report["counts"]), flush=True)
-    return out
+    return INDEPENDENT_RESULTS
 
 
 def judge(pools: dict[str, list[TrialRow]], args: argparse.Namespace, report: dict[str, object],
