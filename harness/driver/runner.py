@@ -110,23 +110,24 @@ def execute(request: RunRequest) -> RunOutcome:
     rows are kept, every other owed request gets a not_sent or lost row, the manifest
     says incomplete, and KeyboardInterrupt is raised again.
     """
+    plan = request.plan or build_plan(request.spec)
+    request = dataclasses.replace(request, plan=plan)
+    users = user_count(plan, request.system, request.batch_size, request.max_users)
     if request.cluster is not None:
         # Refused before any worker starts: more workers than concurrent users would idle.
-        plan = request.plan or build_plan(request.spec)
-        check_workers(request.cluster.workers, user_count(plan, request.system, request.batch_size, request.max_users))
-        request = dataclasses.replace(request, plan=plan)
+        check_workers(request.cluster.workers, users)
     with contextlib.ExitStack() as stack:
         cluster = None
         if request.cluster is not None:
             cluster = stack.enter_context(Cluster(request.cluster, request.endpoint.base_url))
             cluster.open()
-        run = _prepare(request)
+        run = _prepare(request, plan)
         load: LiveLoad | Cluster
         if cluster is None:
-            load = _start_load(request, run, stack)
+            load = _start_load(request, run, users, stack)
             interrupted = _wait(load.context.dispatcher)
         else:
-            load = _start_cluster(request, run, cluster)
+            load = _start_cluster(request, run, users, cluster)
             interrupted = cluster.wait()
         ended = time.time()
     tables = write_tables(request.out_dir, run.items, load.stopped(), run.steps, run.run_tag)
@@ -151,9 +152,8 @@ class _PreparedRun:
     steps: StepLogCursor | None
 
 
-def _prepare(request: RunRequest) -> _PreparedRun:
-    """Plan, prompts of exact length, warm-up; then the plan and manifest in a new run directory."""
-    plan = request.plan or build_plan(request.spec)
+def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
+    """Prompts of exact length, warm-up; then the plan and manifest in a new run directory."""
     check_fits(plan, request.system, request.batch_size, request.endpoint.max_model_len)
     logger.info(f"building {len(plan.requests)} prompts of exact token length")
     prompts = make_prompts(plan, request.tokenizer)
@@ -190,9 +190,8 @@ def _prepare(request: RunRequest) -> _PreparedRun:
     return _PreparedRun(plan, items, manifest, run_tag, StepLogCursor(Path(step_log)) if step_log else None)
 
 
-def _start_load(request: RunRequest, run: _PreparedRun, stack: contextlib.ExitStack) -> LiveLoad:
-    """Telemetry, the load users, the client monitor, then the run clock; `stack` stops them all."""
-    users = user_count(run.plan, request.system, request.batch_size, request.max_users)
+def _start_load(request: RunRequest, run: _PreparedRun, users: int, stack: contextlib.ExitStack) -> LiveLoad:
+    """Telemetry, `users` load users, the client monitor, then the run clock; `stack` stops them all."""
     allow_open_files(users)
     context = DriverContext(
         Dispatcher(run.items, duration_s=run.plan.duration_s),
@@ -223,9 +222,8 @@ def _start_load(request: RunRequest, run: _PreparedRun, stack: contextlib.ExitSt
     return load
 
 
-def _start_cluster(request: RunRequest, run: _PreparedRun, cluster: Cluster) -> Cluster:
-    """Hand the run to the cluster's workers and start it at one instant t0 (harness.driver.cluster)."""
-    users = user_count(run.plan, request.system, request.batch_size, request.max_users)
+def _start_cluster(request: RunRequest, run: _PreparedRun, users: int, cluster: Cluster) -> Cluster:
+    """Hand the run and its `users` users to the cluster's workers; start it at one instant t0."""
     template = Brief(
         index=0, base_url=request.endpoint.base_url, headers=request.headers, model=request.endpoint.model,
         endpoint=request.spec.endpoint, run_tag=run.run_tag, first_byte_timeout_s=request.timeouts.first_byte_s,
