@@ -59,11 +59,12 @@ class ClientHealth(BaseModel):
 
     cpu_share: float = Field(description="client CPU seconds per wall second (1.0 = one core busy)")
     loop_lag_p50_s: float | None = Field(
-        None, description="median of how late a 50 ms event-loop timer fired (None in runs recorded before it was)"
+        None, description="median time a ready pipe (a stamp every 50 ms) waited for the event loop (before"
+        " 2026-12-01: how late a 50 ms timer fired); None in runs recorded before either"
     )
-    loop_lag_p99_s: float = Field(description="99th percentile of how late a 50 ms event-loop timer fired")
-    loop_lag_max_s: float = Field(description="the latest such timer")
-    loop_lag_probes: int = Field(description="timer firings measured")
+    loop_lag_p99_s: float = Field(description="99th percentile of that wait")
+    loop_lag_max_s: float = Field(description="the longest such wait")
+    loop_lag_probes: int = Field(description="stamps (earlier: timer firings) measured")
 
 
 class LoadProcess(BaseModel):
