@@ -69,9 +69,9 @@ def main(scenario: str, out_dir: Path) -> None:
     start_load = runner._start_load
 
     def recording_start(
-        request: runner.RunRequest, run: runner._PreparedRun, stack: contextlib.ExitStack
+        request: runner.RunRequest, run: runner._PreparedRun, users: int, stack: contextlib.ExitStack
     ) -> LiveLoad:
-        loads.append(start_load(request, run, stack))
+        loads.append(start_load(request, run, users, stack))
         return loads[-1]
 
     real_wait = runner._wait
