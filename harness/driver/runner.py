@@ -7,7 +7,6 @@ lines all go to this module's `logger` at INFO (the CLI shows them; a sweep inde
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import secrets
 import time
@@ -111,7 +110,6 @@ def execute(request: RunRequest) -> RunOutcome:
     says incomplete, and KeyboardInterrupt is raised again.
     """
     plan = request.plan or build_plan(request.spec)
-    request = dataclasses.replace(request, plan=plan)
     users = user_count(plan, request.system, request.batch_size, request.max_users)
     if request.cluster is not None:
         # Refused before any worker starts: more workers than concurrent users would idle.
