@@ -152,7 +152,6 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
     spec = load_specs([args.workload])[0]
     rule = GateRule()
     outcomes = resumed(args, rule, scenarios) if args.resume else {name: [] for name in scenarios}
-    walls = {name: [float(run["wall_s"]) for run in runs] for name, runs in outcomes.items()}
     done = min(len(runs) for runs in outcomes.values())
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         scratch = Path(tmp)
@@ -189,7 +188,6 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
                     candidates[name].append(trial)
                     spent[name] += seconds
                 wall_s = base_s + spent[name]
-                walls[name].append(wall_s)
                 outcomes[name].append({
                     "outcome": verdict.outcome, "reasons": list(verdict.reasons),
                     "ratio": verdict.verdict.ratio.point if verdict.verdict else None,
@@ -201,7 +199,7 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
                 print(f"gate run {gate_run + 1} {name}: {verdict.outcome} ({len(candidates[name])} candidate"
                       f" trials, {wall_s / 60:.1f} min)", flush=True)
             # Saved after every gate run: a long measurement stopped early keeps what it measured.
-            out = save_independent(args, rule, outcomes, walls)
+            out = save_independent(args, rule, outcomes)
     print(f"-> {out}")
 
 
@@ -227,15 +225,15 @@ def resumed(args: argparse.Namespace, rule: GateRule, scenarios: list[str]) -> d
     return {name: runs[:done] for name, runs in saved["outcomes"].items()}
 
 
-def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[str, list[dict[str, Any]]],
-                     walls: dict[str, list[float]]) -> Path:
+def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[str, list[dict[str, Any]]]) -> Path:
     """Write the independent gate runs so far; the file's path."""
     report = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
               "gate_runs_planned": args.gate_runs, "gate_runs_done": min(len(runs) for runs in outcomes.values()),
               "rule": dataclasses.asdict(rule), "date": time.strftime("%Y-%m-%d %H:%M"),
               "counts": {name: {o: sum(r["outcome"] == o for r in runs) for o in ("pass", "regression", "inconclusive")}
                          for name, runs in outcomes.items()},
-              "median_gate_run_wall_s": {name: float(np.median(values)) for name, values in walls.items()},
+              "median_gate_run_wall_s": {name: float(np.median([run["wall_s"] for run in runs]))
+                                         for name, runs in outcomes.items()},
               "outcomes": outcomes}
     INDEPENDENT_RESULTS.write_text(json.dumps(report, indent=2))
     print(json.dumps(report["counts"]), flush=True)
