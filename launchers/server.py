@@ -7,7 +7,9 @@ import json
 import logging
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +39,10 @@ SCHEDULER_CLASSES = {
     ("static", True): "launchers.static_scheduler.AsyncStaticBatchScheduler",
 }
 STEP_LOG_FILE = "steps.jsonl"
+# vLLM makes its ZMQ sockets here and leaves them behind when its processes are
+# signalled: three per start, so /tmp gathered thousands. Each server gets its own
+# directory, removed on stop.
+IPC_DIR_ENV = "VLLM_RPC_BASE_PATH"
 logger = logging.getLogger(__name__)
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
@@ -118,11 +124,13 @@ def build_command(
     step_log: Path | None = None,
     *,
     pythonpath: str | None = None,
+    ipc_dir: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The exact argv and the environment overrides for a server; pure, no side effects.
 
     `step_log`: where the engine appends one line per step (none: not recorded).
     `pythonpath`: the PYTHONPATH the server would inherit; the project root goes first.
+    `ipc_dir`: where vLLM makes its ZMQ sockets (none: its default, the system temp dir).
     """
     async_scheduling = vllm_build.async_scheduling(spec.async_scheduling)
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args()]
@@ -138,6 +146,8 @@ def build_command(
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
     if step_log is not None:
         env[STEP_LOG_ENV] = str(step_log)
+    if ipc_dir is not None:
+        env[IPC_DIR_ENV] = str(ipc_dir)
     # Every request's prompt is computed, as in the experiment we reproduce (vLLM had no
     # prefix cache in 2023). With it on, a repetition re-sent the same prompts and found
     # up to 75% of them cached, so a run's cost depended on what ran before it.
@@ -181,12 +191,15 @@ class ServerInfo:
 class ServerHandle:
     """A running server. Use as a context manager, or call `stop()`."""
 
-    def __init__(self, process: subprocess.Popen, info: ServerInfo, log_path: Path, spec: ServerSpec) -> None:
+    def __init__(
+        self, process: subprocess.Popen, info: ServerInfo, log_path: Path, spec: ServerSpec, ipc_dir: Path
+    ) -> None:
         self.process = process
         self.info = info
         self.log_path = log_path
         self.info_path = log_path.with_name("server.json")
         self.spec = spec
+        self.ipc_dir = ipc_dir
 
     @property
     def base_url(self) -> str:
@@ -232,6 +245,7 @@ class ServerHandle:
         stop_group(self.process.pid, self.spec.stop_grace_s)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
+        shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
     def __enter__(self) -> ServerHandle:
         return self
@@ -321,16 +335,24 @@ def start(
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "server.log"
     step_log = (directory / STEP_LOG_FILE).resolve()
-    argv, env_overrides = build_command(spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**settings.environ, **env_overrides},
-            start_new_session=True,
-        )
+    # In the temp dir, not the run dir: a socket path must fit in 107 bytes.
+    ipc_dir = Path(tempfile.mkdtemp(prefix="batchbench-ipc-"))
+    argv, env_overrides = build_command(
+        spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath, ipc_dir=ipc_dir
+    )
+    try:
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**settings.environ, **env_overrides},
+                start_new_session=True,
+            )
+    except BaseException:
+        shutil.rmtree(ipc_dir, ignore_errors=True)
+        raise
     info = ServerInfo(
         mode=spec.mode,
         model=resolved.argument,
@@ -348,7 +370,7 @@ def start(
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         step_log=str(step_log),
     )
-    handle = ServerHandle(process, info, log_path, spec)
+    handle = ServerHandle(process, info, log_path, spec, ipc_dir)
     handle.write_info()
     logger.info(
         f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument}) on {info.base_url}"

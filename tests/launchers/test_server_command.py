@@ -73,6 +73,12 @@ def test_step_log_path_reaches_the_engine_environment(tmp_path):
     assert env["BATCHBENCH_STEP_LOG"] == str(tmp_path / "steps.jsonl")
 
 
+def test_vllm_sockets_go_to_the_servers_own_directory(tmp_path):
+    spec = ServerSpec(mode="static", model="tiny", max_num_seqs=4)
+    _, env = build_command(spec, resolve_model("tiny"), 8123, "/usr/bin/python3", CPU, ipc_dir=tmp_path)
+    assert env["VLLM_RPC_BASE_PATH"] == str(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("cores", "expected"), [(2, "engine-with-worker"), (4, "engine-with-worker"), (64, "as-launched")]
 )

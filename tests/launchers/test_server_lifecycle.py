@@ -24,8 +24,11 @@ def test_stop_leaves_no_process_of_the_group(servers):
     info = json.loads(server.info_path.read_text())
     assert info["argv"] == server.argv and info["mode"] == "continuous"
     assert info["vllm_version"] and info["ready_after_s"] is not None
+    # vLLM's sockets live in the server's own directory, gone with it.
+    assert any(server.ipc_dir.iterdir())
     servers.close()
     assert not server.alive()
+    assert not server.ipc_dir.exists()
     alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
 
