@@ -96,6 +96,11 @@ class ClientMonitor:
             pending = pending[whole:]
 
 
+def unmeasured() -> ClientHealth:
+    """The health of a process that reports before its monitor started: no time, no probe."""
+    return ClientHealth(cpu_share=0.0, loop_lag_p50_s=0.0, loop_lag_p99_s=0.0, loop_lag_max_s=0.0, loop_lag_probes=0)
+
+
 def worst_case(healths: Sequence[ClientHealth]) -> ClientHealth:
     """One health for several load processes: each figure the worst any of them measured.
 

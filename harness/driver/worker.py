@@ -22,7 +22,7 @@ from locust.rpc.protocol import Message
 from locust.runners import WorkerRunner
 
 from harness.driver import wire
-from harness.driver.client_health import ClientMonitor
+from harness.driver.client_health import ClientMonitor, unmeasured
 from harness.driver.clock import EXCHANGES, ClockOffset, Exchange, estimate_offset
 from harness.driver.dispatch import Dispatcher
 from harness.driver.http_client import allow_open_files, load_client
@@ -154,7 +154,7 @@ class Worker:
             return
         self.reported.set()
         self.context.journal.flush()
-        health = self.monitor.stop() if self.monitor is not None else ClientMonitor().start().stop()
+        health = self.monitor.stop() if self.monitor is not None else unmeasured()
         done = Done(name=self.context.worker, sent=self.context.sent, handed_out=sorted(
             self.context.dispatcher.handed_out), health=health, interrupted=interrupted)
         self._send(wire.DONE, done.model_dump(mode="json"))

@@ -7,7 +7,8 @@ import time
 import gevent
 import psutil
 
-from harness.driver.client_health import LAG_PROBE_INTERVAL_S, ClientMonitor
+from harness.driver.client_health import LAG_PROBE_INTERVAL_S, ClientMonitor, unmeasured, worst_case
+from harness.manifest import ClientHealth
 
 
 def _children() -> set[int]:
@@ -43,3 +44,9 @@ def test_a_blocked_loop_shows_as_lag():
 def test_stop_before_start_measures_nothing():
     health = ClientMonitor().stop()
     assert health.loop_lag_probes == 0
+
+
+def test_a_process_that_measured_nothing_leaves_the_worst_case_unchanged():
+    measured = ClientHealth(cpu_share=0.3, loop_lag_p50_s=0.001, loop_lag_p99_s=0.004, loop_lag_max_s=0.02,
+                            loop_lag_probes=40)
+    assert worst_case([measured, unmeasured()]) == measured
