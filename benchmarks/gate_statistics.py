@@ -9,6 +9,12 @@ Each scenario is judged by the default rule; by it with the nightly's 2 extra ca
 trials for an inconclusive comparison; and, for comparison, by the rule without its
 margin test (as it was before the margin).
 
+Then the same scenarios with the noise of this machine's real trials instead of a
+lognormal: residuals from benchmarks/results/gate_acceptance_independent.json (every
+set of 5-7 trials of one server there, around its own mean), resampled, at 5, 8 and 10
+trials a side with 2 extra trials. It says what detection the real-server acceptance
+should expect, and how many trials this machine's noise needs.
+
     .venv/bin/python benchmarks/gate_statistics.py
 
 Writes benchmarks/results/gate_statistics.json; exits 1 if an acceptance figure fails.
@@ -22,7 +28,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from harness.gate.power import OutcomeRates, simulate_outcomes
+from harness.gate.power import OutcomeRates, log_residuals, resample_outcomes, simulate_outcomes
 from harness.gate.statistics import GateRule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +36,19 @@ COMPARISONS, TRIALS, NOISE = 1000, 5, 0.03
 # (name, true drop, seed): one seed per scenario so each is reproducible alone.
 SCENARIOS = (("no change", 0.0, 1), ("3% drop", 0.03, 2), ("10% drop", 0.10, 3))
 MAX_FALSE_ALARM, MIN_DETECTION = 0.01, 0.95
+MEASURED_TRIALS = ROOT / "benchmarks" / "results" / "gate_acceptance_independent.json"
+MEASURED_DESIGNS = ((5, 2), (8, 2), (10, 2))  # (trials a side, extra candidate trials)
+
+
+def measured_sets(path: Path) -> list[list[float]]:
+    """Every set of trials of one server in a gate_acceptance --independent result.
+
+    Per gate run: its baseline trials (once: the scenarios share them) and each scenario's
+    candidate trials, extra trials included.
+    """
+    outcomes = json.loads(path.read_text())["outcomes"]
+    sets = [run["candidate_engine_tok_s"] for runs in outcomes.values() for run in runs]
+    return sets + [run["baseline_engine_tok_s"] for run in next(iter(outcomes.values()))]
 
 
 def figures(rates: OutcomeRates) -> dict[str, float | int]:
@@ -52,6 +71,18 @@ def main() -> int:
             results[label][name] = figures(rates)
             print(f"  {name:>9}: regression {rates.regression_rate:6.1%}  inconclusive {rates.inconclusive_rate:6.1%}"
                   f"  pass {rates.passed / rates.comparisons:6.1%}")
+    residuals = log_residuals(measured_sets(MEASURED_TRIALS))
+    print(f"measured noise: {residuals.size} residuals from {MEASURED_TRIALS.name}, standard deviation "
+          f"{residuals.std(ddof=1):.1%}, default rule")
+    measured: dict[str, dict[str, dict[str, float | int]]] = {}
+    for trials, extra in MEASURED_DESIGNS:
+        label = f"{trials} trials a side + {extra} extra"
+        measured[label] = {}
+        for name, drop, seed in SCENARIOS:
+            rates = resample_outcomes(drop, residuals, trials, COMPARISONS, seed, GateRule(), extra)
+            measured[label][name] = figures(rates)
+            print(f"  {label}, {name:>9}: regression {rates.regression_rate:6.1%}  "
+                  f"inconclusive {rates.inconclusive_rate:6.1%}")
     default = results["default"]
     acceptance = {
         "false_alarm_rate": default["no change"]["regression_rate"],
@@ -65,7 +96,11 @@ def main() -> int:
     out = ROOT / "benchmarks" / "results" / "gate_statistics.json"
     out.write_text(json.dumps({"rules": {label: {**asdict(rule), "extra_trials": extra}
                                          for label, (rule, extra) in rules.items()},
-                               "results": results, "acceptance": acceptance}, indent=2) + "\n")
+                               "results": results, "measured_noise": {"source": MEASURED_TRIALS.name,
+                                                                      "residuals": residuals.size,
+                                                                      "std": float(residuals.std(ddof=1)),
+                                                                      "results": measured},
+                               "acceptance": acceptance}, indent=2) + "\n")
     return 0 if acceptance["false_alarm_ok"] and acceptance["detection_ok"] else 1
 
 

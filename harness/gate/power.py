@@ -8,10 +8,16 @@ the false-alarm rate; with a drop beyond the threshold, the detection rate. With
 `extra_trials`, an inconclusive comparison gets one more candidate trial at a time, up to
 that many, as a nightly's extra rounds give it (the baseline, from history, stays). Pure and
 deterministic for a given seed; benchmarks/gate_statistics.py reports the issue's figures.
+
+`resample_outcomes` does the same with noise drawn from measured trials instead of a
+lognormal: each trial's log throughput minus the mean of its set (`log_residuals`). A
+real server's noise is heavier-tailed than a lognormal of the same spread, so this says
+what the rule does on the machine the trials came from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +33,7 @@ class OutcomeRates:
     """Counts of each outcome over `comparisons` simulated comparisons of one scenario."""
 
     drop: float
+    # The lognormal's sigma; for resampled noise, the residuals' standard deviation.
     noise: float
     trials: int
     extra_trials: int
@@ -51,12 +58,53 @@ def simulate_outcomes(
     extra_trials: int = 0,
 ) -> OutcomeRates:
     """Verdicts on `comparisons` simulated comparisons of `trials` a side (see the module docstring)."""
-    if not 0 <= drop < 1 or noise < 0 or trials < 1 or comparisons < 1 or extra_trials < 0:
-        raise ValueError(f"need 0 <= drop < 1, noise >= 0, trials >= 1, comparisons >= 1, extra_trials >= 0; "
-                         f"got {drop}, {noise}, {trials}, {comparisons}, {extra_trials}")
+    if noise < 0:
+        raise ValueError(f"need noise >= 0, got {noise}")
+    return _outcome_rates(drop, noise, lambda rng, shape: rng.lognormal(0.0, noise, shape), trials, comparisons,
+                          seed, rule, extra_trials)
+
+
+def resample_outcomes(
+    drop: float, residuals: np.ndarray, trials: int, comparisons: int, seed: int, rule: GateRule | None = None,
+    extra_trials: int = 0,
+) -> OutcomeRates:
+    """As `simulate_outcomes`, each trial's log-noise drawn (with replacement) from `residuals`."""
+    residuals = np.asarray(residuals, dtype=float)
+    if residuals.size < 2 or not np.isfinite(residuals).all():
+        raise ValueError(f"need at least 2 finite residuals, got {residuals.size}")
+    noise = float(residuals.std(ddof=1))
+    return _outcome_rates(drop, noise, lambda rng, shape: np.exp(rng.choice(residuals, shape)), trials,
+                          comparisons, seed, rule, extra_trials)
+
+
+def log_residuals(sets: Sequence[Sequence[float]]) -> np.ndarray:
+    """Each throughput's log minus its set's mean log, for sets of trials of one level each.
+
+    Scaled by sqrt(n / (n - 1)): a residual from its own set's mean is that much smaller
+    than the trial's deviation from the true level. Sets of fewer than 2 trials say
+    nothing about noise and are skipped.
+    """
+    out: list[np.ndarray] = []
+    for values in sets:
+        logs = np.log(np.asarray(values, dtype=float))
+        if logs.size >= 2:
+            out.append((logs - logs.mean()) * np.sqrt(logs.size / (logs.size - 1)))
+    if not out:
+        raise ValueError("no set of 2 or more trials to measure noise from")
+    return np.concatenate(out)
+
+
+def _outcome_rates(
+    drop: float, noise: float, draw: Callable[[np.random.Generator, tuple[int, int]], np.ndarray], trials: int,
+    comparisons: int, seed: int, rule: GateRule | None, extra_trials: int,
+) -> OutcomeRates:
+    """Verdicts when each trial's throughput is BASE_TOK_S x (1 - drop for the candidate) x draw()."""
+    if not 0 <= drop < 1 or trials < 1 or comparisons < 1 or extra_trials < 0:
+        raise ValueError(f"need 0 <= drop < 1, trials >= 1, comparisons >= 1, extra_trials >= 0; "
+                         f"got {drop}, {trials}, {comparisons}, {extra_trials}")
     rng = np.random.default_rng(seed)
-    baseline = BASE_TOK_S * rng.lognormal(0.0, noise, (comparisons, trials))
-    candidate = BASE_TOK_S * (1 - drop) * rng.lognormal(0.0, noise, (comparisons, trials + extra_trials))
+    baseline = BASE_TOK_S * draw(rng, (comparisons, trials))
+    candidate = BASE_TOK_S * (1 - drop) * draw(rng, (comparisons, trials + extra_trials))
     outcomes = [_sequential_outcome(b, c, trials, rule) for b, c in zip(baseline, candidate, strict=True)]
     return OutcomeRates(
         drop=drop, noise=noise, trials=trials, extra_trials=extra_trials, comparisons=comparisons,
