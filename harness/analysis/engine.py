@@ -59,6 +59,22 @@ def engine_metrics(steps: pd.DataFrame, batch_size: int) -> EngineMetrics:
     )
 
 
+def request_spans(steps: pd.DataFrame) -> pd.DataFrame:
+    """Each request admitted and finished within `steps`: when its first and last tokens came.
+
+    Columns: request (its id in the steps' admitted/finished lists), first_token_s (end
+    of the step that admitted it: a prompt that fits one step yields its first token
+    there) and last_token_s (end of the step that finished it). Requests admitted before
+    or finished after the window are left out.
+    """
+    admitted = steps[["admitted", "end_s"]].explode("admitted").dropna()
+    finished = steps[["finished", "end_s"]].explode("finished").dropna()
+    spans = admitted.rename(columns={"admitted": "request", "end_s": "first_token_s"}).merge(
+        finished.rename(columns={"finished": "request", "end_s": "last_token_s"}), on="request"
+    )
+    return spans.reset_index(drop=True)
+
+
 def occupancy_steps(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(step start times, requests running in each step): the exact batch size over time."""
     ordered = steps.sort_values("t_s")

@@ -39,14 +39,15 @@ class StepLogCursor:
         """This run's steps as a STEP_SCHEMA table (waits briefly for the engine's last lines)."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while True:
-            rows = self._rows()
+            rows = self.appended()
             steps = run_steps(rows, run_tag)
             finished = sum(len(step["finished"]) for step in steps)
             if finished >= expected_finishes or time.monotonic() > deadline:
                 return pa.Table.from_pylist(steps, schema=STEP_SCHEMA)
             time.sleep(0.1)
 
-    def _rows(self) -> list[dict[str, Any]]:
+    def appended(self) -> list[dict[str, Any]]:
+        """Every step line appended since the cursor was made, as the engine wrote it."""
         if not self.path.exists():
             return []
         with self.path.open("rb") as handle:

@@ -14,6 +14,7 @@ from harness.analysis.engine import (
     engine_metrics,
     front_end_starved_share,
     occupancy_steps,
+    request_spans,
 )
 from harness.records import STEP_FIELDS
 
@@ -154,3 +155,14 @@ def test_a_full_batch_or_a_queue_is_never_starved():
 
 def test_starvation_is_nan_without_steps():
     assert math.isnan(front_end_starved_share(steps_table([]), np.array([0.0]), batch_size=2))
+
+
+def test_request_spans_run_from_the_admitting_step_to_the_finishing_one():
+    steps = steps_table([(0.0, 0.1, 1, 1), (0.1, 0.2, 2, 2), (0.2, 0.3, 2, 2), (0.3, 0.4, 1, 1)])
+    steps["admitted"] = [["a"], ["b"], [], []]
+    steps["finished"] = [["x"], [], ["a"], ["b"]]
+    spans = request_spans(steps).set_index("request")
+    # "x" was admitted before the window: no span.
+    assert sorted(spans.index) == ["a", "b"]
+    assert spans.loc["a"].tolist() == pytest.approx([0.1, 0.3])
+    assert spans.loc["b"].tolist() == pytest.approx([0.2, 0.4])
