@@ -25,6 +25,7 @@ No trial serves two gate runs of a scenario (the scenarios of one gate run share
 baseline trials). Reported: outcomes, and each gate run's measured wall time. `--resume`
 carries on a stopped measurement: the saved gate runs are kept (same workload, trials,
 budget and rule, else it refuses) and the next ones are added until `--gate-runs` in all.
+`--result FILE` keeps a measurement of another design (e.g. `--trials 8`) beside the first.
 
     .venv/bin/python benchmarks/gate_acceptance.py [--rounds 10] [--trials 5] [--gate-runs 10]
     .venv/bin/python benchmarks/gate_acceptance.py --independent unchanged [--gate-runs 10] [--resume]
@@ -98,6 +99,8 @@ def main() -> None:
     parser.add_argument("--rejudge", type=Path, help="judge the pools saved in this result file again; no server")
     parser.add_argument("--independent", help="scenarios whose every gate run measures fresh trials, e.g. unchanged")
     parser.add_argument("--resume", action="store_true", help="--independent: keep the saved gate runs, add the rest")
+    parser.add_argument("--result", type=Path, default=INDEPENDENT_RESULTS,
+                        help=f"--independent: the result file (default {INDEPENDENT_RESULTS.relative_to(ROOT)})")
     args = parser.parse_args()
     if args.rejudge:
         saved = json.loads(args.rejudge.read_text())
@@ -211,9 +214,9 @@ def usage_error(message: str) -> NoReturn:
 
 def resumed(args: argparse.Namespace, rule: GateRule, scenarios: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The saved independent gate runs, if they were measured as this invocation would measure them."""
-    if not INDEPENDENT_RESULTS.is_file():
-        usage_error(f"--resume: no saved gate runs at {INDEPENDENT_RESULTS}")
-    saved = json.loads(INDEPENDENT_RESULTS.read_text())
+    if not args.result.is_file():
+        usage_error(f"--resume: no saved gate runs at {args.result}")
+    saved = json.loads(args.result.read_text())
     asked = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
              "rule": dataclasses.asdict(rule), "scenarios": sorted(scenarios)}
     found = {**{key: saved[key] for key in asked if key != "scenarios"}, "scenarios": sorted(saved["outcomes"])}
@@ -235,9 +238,9 @@ def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[st
               "median_gate_run_wall_s": {name: float(np.median([run["wall_s"] for run in runs]))
                                          for name, runs in outcomes.items()},
               "outcomes": outcomes}
-    INDEPENDENT_RESULTS.write_text(json.dumps(report, indent=2))
+    args.result.write_text(json.dumps(report, indent=2))
     print(json.dumps(report["counts"]), flush=True)
-    return INDEPENDENT_RESULTS
+    return args.result
 
 
 def judge(pools: dict[str, list[TrialRow]], args: argparse.Namespace, report: dict[str, object],
