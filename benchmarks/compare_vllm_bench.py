@@ -52,7 +52,7 @@ from harness.analysis.engine import engine_metrics, request_spans
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.analysis.stats import paired_ratio_ci
-from harness.driver.steps import StepLogCursor
+from harness.driver.steps import StepLogCursor, step_record
 from launchers import ServerSpec, resolve_model, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +139,7 @@ def theirs(shape: Shape, base_url: str, tokenizer: str, scratch: Path, rep: int)
 
 def engine_figures(rows: list[dict]) -> dict[str, float]:
     """The engine's own output tok/s and median time per output token over one client's run."""
-    steps = pd.DataFrame(rows).rename(columns={"t": "t_s", "end": "end_s", "generated": "generated_tokens"})
+    steps = pd.DataFrame([step_record(row, row["admitted"], row["finished"]) for row in rows])
     spans = request_spans(steps)
     tpot = (spans["last_token_s"] - spans["first_token_s"]) / (OUTPUT_TOKENS - 1)
     return {

@@ -72,8 +72,9 @@ def main() -> int:
             print(f"  {name:>9}: regression {rates.regression_rate:6.1%}  inconclusive {rates.inconclusive_rate:6.1%}"
                   f"  pass {rates.passed / rates.comparisons:6.1%}")
     residuals = log_residuals(measured_sets(MEASURED_TRIALS))
+    measured_noise = float(residuals.std(ddof=1))
     print(f"measured noise: {residuals.size} residuals from {MEASURED_TRIALS.name}, standard deviation "
-          f"{residuals.std(ddof=1):.1%}, default rule")
+          f"{measured_noise:.1%}, default rule")
     measured: dict[str, dict[str, dict[str, float | int]]] = {}
     for trials, extra in MEASURED_DESIGNS:
         label = f"{trials} trials a side + {extra} extra"
@@ -98,7 +99,7 @@ def main() -> int:
                                          for label, (rule, extra) in rules.items()},
                                "results": results, "measured_noise": {"source": MEASURED_TRIALS.name,
                                                                       "residuals": residuals.size,
-                                                                      "std": float(residuals.std(ddof=1)),
+                                                                      "std": measured_noise,
                                                                       "results": measured},
                                "acceptance": acceptance}, indent=2) + "\n")
     return 0 if acceptance["false_alarm_ok"] and acceptance["detection_ok"] else 1

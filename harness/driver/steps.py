@@ -74,18 +74,20 @@ def run_steps(rows: list[dict[str, Any]], run_tag: str) -> list[dict[str, Any]]:
     last = max((i for i, (_, _, finished) in enumerate(mapped) if finished), default=None)
     if first is None or last is None or last < first:
         return []
-    return [
-        {
-            "t_s": row["t"],
-            "end_s": row["end"],
-            "running": row["running"],
-            "waiting": row["waiting"],
-            "prefill_tokens": row["prefill"],
-            "decode_tokens": row["decode"],
-            "context_tokens": row["context"],
-            "generated_tokens": row["generated"],
-            "admitted": admitted,
-            "finished": finished,
-        }
-        for row, admitted, finished in mapped[first : last + 1]
-    ]
+    return [step_record(row, admitted, finished) for row, admitted, finished in mapped[first : last + 1]]
+
+
+def step_record(row: dict[str, Any], admitted: list[Any], finished: list[Any]) -> dict[str, Any]:
+    """One step-log line in records.STEP_FIELDS' names, with the request ids given."""
+    return {
+        "t_s": row["t"],
+        "end_s": row["end"],
+        "running": row["running"],
+        "waiting": row["waiting"],
+        "prefill_tokens": row["prefill"],
+        "decode_tokens": row["decode"],
+        "context_tokens": row["context"],
+        "generated_tokens": row["generated"],
+        "admitted": admitted,
+        "finished": finished,
+    }
