@@ -24,7 +24,9 @@ inconclusive (up to `--extra-trials`), as `batchbench gate` does with a server i
 No trial serves two gate runs of a scenario (the scenarios of one gate run share its
 baseline trials). Reported: outcomes, and each gate run's measured wall time. `--resume`
 carries on a stopped measurement: the saved gate runs are kept (same workload, trials,
-budget and rule, else it refuses) and the next ones are added until `--gate-runs` in all.
+budget and rule, else it refuses) and each scenario gets more until it has `--gate-runs`;
+a scenario the file lacks starts from none, sharing the others' baseline trials while
+they still need gate runs (a gate run measures only the scenarios still short).
 `--result FILE` keeps a measurement of another design (e.g. `--trials 8`) beside the first.
 
     .venv/bin/python benchmarks/gate_acceptance.py [--rounds 10] [--trials 5] [--gate-runs 10]
@@ -154,8 +156,9 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
     arms = {name: "plain" if name == "unchanged" else name for name in scenarios}
     spec = load_specs([args.workload])[0]
     rule = GateRule()
-    outcomes = resumed(args, rule, scenarios) if args.resume else {name: [] for name in scenarios}
-    done = min(len(runs) for runs in outcomes.values())
+    outcomes = resumed(args, rule) if args.resume else {}
+    for name in scenarios:
+        outcomes.setdefault(name, [])
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         scratch = Path(tmp)
         servers = {arm: launch(arm, scratch, stack) for arm in {"plain", *arms.values()}}
@@ -166,21 +169,22 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
             out = trial_run(spec, servers[arm], scratch / "runs" / f"{arm}-{next(counter)}")
             return trials_of([out], batch_id)[0], time.monotonic() - began
 
-        for gate_run in range(done, args.gate_runs):
+        while short := [name for name in scenarios if len(outcomes[name]) < args.gate_runs]:
+            gate_run = min(len(outcomes[name]) for name in short)
             # Baseline and candidates alternate, so the machine's drift lands on all alike.
             base: list[TrialRow] = []
-            candidates: dict[str, list[TrialRow]] = {name: [] for name in scenarios}
-            spent = dict.fromkeys(scenarios, 0.0)
+            candidates: dict[str, list[TrialRow]] = {name: [] for name in short}
+            spent = dict.fromkeys(short, 0.0)
             base_s = 0.0
             for _ in range(args.trials):
                 trial, seconds = measure("plain", f"base-{gate_run}")
                 base.append(trial)
                 base_s += seconds
-                for name in scenarios:
+                for name in short:
                     trial, seconds = measure(arms[name], f"{name}-{gate_run}")
                     candidates[name].append(trial)
                     spent[name] += seconds
-            for name in scenarios:
+            for name in short:
                 while True:
                     began = time.monotonic()
                     verdict = judge_config(candidates[name], BaselineSample((tuple(base),), "fresh"), rule)
@@ -199,7 +203,7 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
                     "baseline_engine_tok_s": [t.engine_total_tok_s for t in base],
                     "candidate_engine_tok_s": [t.engine_total_tok_s for t in candidates[name]],
                 })
-                print(f"gate run {gate_run + 1} {name}: {verdict.outcome} ({len(candidates[name])} candidate"
+                print(f"gate run {len(outcomes[name])} {name}: {verdict.outcome} ({len(candidates[name])} candidate"
                       f" trials, {wall_s / 60:.1f} min)", flush=True)
             # Saved after every gate run: a long measurement stopped early keeps what it measured.
             out = save_independent(args, rule, outcomes)
@@ -212,26 +216,27 @@ def usage_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def resumed(args: argparse.Namespace, rule: GateRule, scenarios: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """The saved independent gate runs, if they were measured as this invocation would measure them."""
+def resumed(args: argparse.Namespace, rule: GateRule) -> dict[str, list[dict[str, Any]]]:
+    """The saved independent gate runs per scenario, if measured as this invocation would measure them."""
     if not args.result.is_file():
         usage_error(f"--resume: no saved gate runs at {args.result}")
     saved = json.loads(args.result.read_text())
     asked = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
-             "rule": dataclasses.asdict(rule), "scenarios": sorted(scenarios)}
-    found = {**{key: saved[key] for key in asked if key != "scenarios"}, "scenarios": sorted(saved["outcomes"])}
-    differ = {key: (found[key], value) for key, value in asked.items() if found[key] != value}
+             "rule": dataclasses.asdict(rule)}
+    differ = {key: (saved[key], value) for key, value in asked.items() if saved[key] != value}
     if differ:
         usage_error(f"--resume: the saved gate runs were measured otherwise (saved, asked): {differ}")
-    done = min(len(runs) for runs in saved["outcomes"].values())
-    print(f"resuming after {done} saved gate runs", flush=True)
-    return {name: runs[:done] for name, runs in saved["outcomes"].items()}
+    outcomes: dict[str, list[dict[str, Any]]] = saved["outcomes"]
+    print("resuming after saved gate runs: " + ", ".join(f"{name} {len(runs)}" for name, runs in outcomes.items()),
+          flush=True)
+    return outcomes
 
 
 def save_independent(args: argparse.Namespace, rule: GateRule, outcomes: dict[str, list[dict[str, Any]]]) -> Path:
     """Write the independent gate runs so far; the file's path."""
     report = {"workload": args.workload, "trials": args.trials, "extra_trials": args.extra_trials,
-              "gate_runs_planned": args.gate_runs, "gate_runs_done": min(len(runs) for runs in outcomes.values()),
+              "gate_runs_planned": args.gate_runs,
+              "gate_runs_done": {name: len(runs) for name, runs in outcomes.items()},
               "rule": dataclasses.asdict(rule), "date": time.strftime("%Y-%m-%d %H:%M"),
               "counts": {name: {o: sum(r["outcome"] == o for r in runs) for o in ("pass", "regression", "inconclusive")}
                          for name, runs in outcomes.items()},
