@@ -18,16 +18,18 @@ would need 100/50/50). Reported: outcomes per scenario, and the wall time of a g
 measured as (its trials' run time) + (the verdict's compute time).
 
 `--independent unchanged[,slow10,slow3]` instead measures every gate run's trials afresh:
-per gate run, `--trials` plain baseline trials and `--trials` candidate trials, taken
-alternately, then the verdict, then one more candidate trial at a time while it is
-inconclusive (up to `--extra-trials`), as `batchbench gate` does with a server it launched.
-No trial serves two gate runs of a scenario (the scenarios of one gate run share its
-baseline trials). Reported: outcomes, and each gate run's measured wall time. `--resume`
-carries on a stopped measurement: the saved gate runs are kept (same workload, trials,
-budget and rule, else it refuses) and each scenario gets more until it has `--gate-runs`;
-a scenario the file lacks starts from none, sharing the others' baseline trials while
-they still need gate runs (a gate run measures only the scenarios still short).
-`--result FILE` keeps a measurement of another design (e.g. `--trials 8`) beside the first.
+per gate run, `--trials` plain baseline trials and `--trials` candidate trials, taken in
+rounds whose order rotates (on a machine drifting all the while, a set always last in its
+round would lag the baseline; before 2026-12-01 14:20 the order was fixed), then the
+verdict, then one more candidate trial at a time while it is inconclusive (up to `--extra-
+trials`), as `batchbench gate` does with a server it launched. No trial serves two gate
+runs of a scenario (the scenarios of one gate run share its baseline trials). Reported:
+outcomes, and each gate run's measured wall time. `--resume` carries on a stopped
+measurement: the saved gate runs are kept (same workload, trials, budget and rule, else it
+refuses) and each scenario gets more until it has `--gate-runs`; a scenario the file lacks
+starts from none, sharing the others' baseline trials while they still need gate runs (a
+gate run measures only the scenarios still short). `--result FILE` keeps a measurement of
+another design (e.g. `--trials 8`) beside the first.
 
     .venv/bin/python benchmarks/gate_acceptance.py [--rounds 10] [--trials 5] [--gate-runs 10]
     .venv/bin/python benchmarks/gate_acceptance.py --independent unchanged [--gate-runs 10] [--resume]
@@ -176,14 +178,20 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
             candidates: dict[str, list[TrialRow]] = {name: [] for name in short}
             spent = dict.fromkeys(short, 0.0)
             base_s = 0.0
-            for _ in range(args.trials):
-                trial, seconds = measure("plain", f"base-{gate_run}")
-                base.append(trial)
-                base_s += seconds
-                for name in short:
-                    trial, seconds = measure(arms[name], f"{name}-{gate_run}")
-                    candidates[name].append(trial)
-                    spent[name] += seconds
+            turn = ["base", *short]
+            for round_index in range(args.trials):
+                # Each round starts one place later, so no set always runs last in a round
+                # while the machine drifts.
+                shift = round_index % len(turn)
+                for name in turn[shift:] + turn[:shift]:
+                    if name == "base":
+                        trial, seconds = measure("plain", f"base-{gate_run}")
+                        base.append(trial)
+                        base_s += seconds
+                    else:
+                        trial, seconds = measure(arms[name], f"{name}-{gate_run}")
+                        candidates[name].append(trial)
+                        spent[name] += seconds
             for name in short:
                 while True:
                     began = time.monotonic()
