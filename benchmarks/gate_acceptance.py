@@ -21,9 +21,9 @@ measured as (its trials' run time) + (the verdict's compute time).
 per gate run, `--trials` plain baseline trials and `--trials` candidate trials, taken in
 rounds whose order rotates (on a machine drifting all the while, a set always last in its
 round would lag the baseline; before 2026-12-01 14:20 the order was fixed), then the
-verdict, then one more candidate trial at a time while it is inconclusive (up to `--extra-
-trials`), as `batchbench gate` does with a server it launched. No trial serves two gate
-runs of a scenario (the scenarios of one gate run share its baseline trials). Reported:
+verdict, then one more candidate trial at a time while it is inconclusive (up to
+`--extra-trials`), as `batchbench nightly` does with the server it launched. No trial serves
+two gate runs of a scenario (the scenarios of one gate run share its baseline trials). Reported:
 outcomes, and each gate run's measured wall time. `--resume` carries on a stopped
 measurement: the saved gate runs are kept (same workload, trials, budget and rule, else it
 refuses) and each scenario gets more until it has `--gate-runs`; a scenario the file lacks
