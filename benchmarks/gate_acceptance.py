@@ -125,8 +125,7 @@ def main() -> None:
         scratch = Path(tmp)
         servers = {arm: launch(arm, scratch, stack) for arm in SLOWDOWNS}
         for round_index in range(args.rounds):
-            shift = round_index % len(ROUND)
-            for arm in ROUND[shift:] + ROUND[:shift]:
+            for arm in rotated(ROUND, round_index):
                 began = time.monotonic()
                 dirs[arm].append(trial_run(spec, servers[arm], scratch / "runs" / f"{arm}-{len(dirs[arm]) + 1}"))
                 run_s.append(time.monotonic() - began)
@@ -174,24 +173,15 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
         while short := [name for name in scenarios if len(outcomes[name]) < args.gate_runs]:
             gate_run = min(len(outcomes[name]) for name in short)
             # Baseline and candidates alternate, so the machine's drift lands on all alike.
-            base: list[TrialRow] = []
-            candidates: dict[str, list[TrialRow]] = {name: [] for name in short}
-            spent = dict.fromkeys(short, 0.0)
-            base_s = 0.0
-            turn = ["base", *short]
+            sets: dict[str, list[TrialRow]] = {name: [] for name in ("base", *short)}
+            spent = dict.fromkeys(sets, 0.0)
             for round_index in range(args.trials):
-                # Each round starts one place later, so no set always runs last in a round
-                # while the machine drifts.
-                shift = round_index % len(turn)
-                for name in turn[shift:] + turn[:shift]:
-                    if name == "base":
-                        trial, seconds = measure("plain", f"base-{gate_run}")
-                        base.append(trial)
-                        base_s += seconds
-                    else:
-                        trial, seconds = measure(arms[name], f"{name}-{gate_run}")
-                        candidates[name].append(trial)
-                        spent[name] += seconds
+                for name in rotated(tuple(sets), round_index):
+                    trial, seconds = measure(arms.get(name, "plain"), f"{name}-{gate_run}")
+                    sets[name].append(trial)
+                    spent[name] += seconds
+            base, base_s = sets.pop("base"), spent.pop("base")
+            candidates = sets
             for name in short:
                 while True:
                     began = time.monotonic()
@@ -216,6 +206,12 @@ def independent(args: argparse.Namespace, scenarios: list[str]) -> None:
             # Saved after every gate run: a long measurement stopped early keeps what it measured.
             out = save_independent(args, rule, outcomes)
     print(f"-> {out}")
+
+
+def rotated(order: tuple[str, ...], round_index: int) -> tuple[str, ...]:
+    """The round's order: each round starts one place later, so no arm always runs last while the machine drifts."""
+    shift = round_index % len(order)
+    return order[shift:] + order[:shift]
 
 
 def usage_error(message: str) -> NoReturn:

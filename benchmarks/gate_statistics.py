@@ -10,9 +10,9 @@ trials for an inconclusive comparison; and, for comparison, by the rule without 
 margin test (as it was before the margin).
 
 Then the same scenarios with the noise of this machine's real trials instead of a
-lognormal: residuals from benchmarks/results/gate_acceptance_independent.json and
-its _8trials twin (every set of 5-10 trials of one server there, around its own mean), resampled, at 5, 8 and 10
-trials a side with 2 extra trials. It says what detection the real-server acceptance
+lognormal: residuals from benchmarks/results/gate_acceptance_independent.json and its
+_8trials twin (every set of 5-10 trials of one server there, around its own mean),
+resampled, at 5, 8 and 10 trials a side with 2 extra trials. It says what detection the real-server acceptance
 should expect, and how many trials this machine's noise needs.
 
 Last, the margin: a true 3% drop sits on the default 3% margin's boundary, so it is
@@ -46,6 +46,7 @@ MEASURED_TRIALS = tuple(ROOT / "benchmarks" / "results" / f"gate_acceptance_inde
                         for suffix in ("", "_8trials"))
 MEASURED_DESIGNS = ((5, 2), (8, 2), (10, 2))  # (trials a side, extra candidate trials)
 MARGINS = (0.03, 0.04, 0.045)
+MARGIN_DESIGN = (8, 2)  # the measured-noise design the margins are compared on
 
 
 def measured_sets(paths: tuple[Path, ...]) -> list[list[float]]:
@@ -96,15 +97,18 @@ def main() -> int:
             measured[label][name] = figures(rates)
             print(f"  {label}, {name:>9}: regression {rates.regression_rate:6.1%}  "
                   f"inconclusive {rates.inconclusive_rate:6.1%}")
-    print("margins: lognormal 3% at 5 trials a side; measured noise at 8 a side + 2 extra")
+    margin_trials, margin_extra = MARGIN_DESIGN
+    print(f"margins: lognormal {NOISE:.0%} at {TRIALS} trials a side; measured noise at {margin_trials} a side"
+          f" + {margin_extra} extra")
     margins: dict[str, dict[str, dict[str, float | int]]] = {}
     for margin in MARGINS:
         rule = GateRule(margin=margin)
         lognormal = f"margin {margin:.1%}, lognormal, {TRIALS} trials"
-        resampled = f"margin {margin:.1%}, measured, 8 trials + 2"
+        resampled = f"margin {margin:.1%}, measured, {margin_trials} trials + {margin_extra}"
         margins[lognormal] = {name: figures(simulate_outcomes(drop, NOISE, TRIALS, COMPARISONS, seed, rule))
                               for name, drop, seed in SCENARIOS}
-        margins[resampled] = {name: figures(resample_outcomes(drop, residuals, 8, COMPARISONS, seed, rule, 2))
+        margins[resampled] = {name: figures(resample_outcomes(drop, residuals, margin_trials, COMPARISONS, seed, rule,
+                                                                   margin_extra))
                               for name, drop, seed in SCENARIOS}
         for label in (lognormal, resampled):
             print(f"  {label:>36}: " + "  ".join(f"{name} {margins[label][name]['regression_rate']:6.1%}"
