@@ -6,8 +6,10 @@ shapes:
   flight (our closed loop of 16 users; their --max-concurrency 16), 320 requests, about
   35 s a run, since shorter runs are noise on 2 cores. The throughput comparison.
 - poisson4: the same requests arriving open loop, Poisson at 4 requests/s, 160 of them
-  (ours: workload cpu-fixed-poisson4; theirs: --request-rate 4, their own random
-  arrivals). Under capacity, a request's TTFT is its prefill plus the step it waits for;
+  (workload cpu-fixed-poisson4). Both clients send the same schedule: our plan's send
+  times and lengths are written as a trace that `vllm bench serve` replays
+  (--dataset-name timed_trace), so neither client's arrivals are luckier than the
+  other's. Under capacity, a request's TTFT is its prefill plus the step it waits for;
   in the closed loop it depends on the phase of the users' waves, which moves a run's
   median TTFT by tens of percent. The latency comparison.
 Compared: output tok/s, median TTFT, median TPOT. Targets: throughput within 3%, medians
@@ -23,7 +25,10 @@ are also set against the engine's own for the same run (its step log: output tok
 over the engine's busy window, and each request's time per output token from the step
 that admitted it to the one that finished it): client / engine, for both clients. Those
 two ratios share the server's speed, so comparing them shows how the clients differ in
-what they measure, without the server's drift.
+what they measure, without the server's drift. The same holds for TTFT against the
+server's own: vLLM's TTFT histogram (vllm:time_to_first_token_seconds, from the request's
+arrival in the API server to its first token there) read from /metrics before and after
+each run gives the server's mean TTFT for that run, for a launched server or an endpoint.
 
     .venv/bin/python benchmarks/compare_vllm_bench.py [--reps 5] [--shapes closed16,poisson4] [--endpoint URL]
 
@@ -45,6 +50,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pandas as pd
 
@@ -53,6 +59,8 @@ from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.analysis.stats import paired_ratio_ci
 from harness.driver.steps import StepLogCursor, step_record
+from harness.telemetry import sum_series
+from harness.workload import build_plan, load_spec
 from launchers import ServerSpec, resolve_model, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,17 +69,26 @@ PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCY = 64, 256, 16
 
 @dataclass(frozen=True)
 class Shape:
-    """One load, as our workload and as `vllm bench serve` arguments."""
+    """One load, as our workload and as `vllm bench serve` arguments.
+
+    A shape that replays sends `vllm bench serve` our plan as a timed trace; one that
+    does not has it draw fixed-length random requests, with `vllm_bench_args` for the
+    sending.
+    """
 
     workload: str
     requests: int
-    vllm_bench_args: tuple[str, ...]
+    replay: bool
+    vllm_bench_args: tuple[str, ...] = ()
 
 
 SHAPES = {
-    "closed16": Shape("cpu-fixed-closed16", 320, ("--max-concurrency", str(CONCURRENCY), "--request-rate", "inf")),
-    "poisson4": Shape("cpu-fixed-poisson4", 160, ("--request-rate", "4", "--burstiness", "1.0")),
+    "closed16": Shape("cpu-fixed-closed16", 320, replay=False,
+                      vllm_bench_args=("--max-concurrency", str(CONCURRENCY), "--request-rate", "inf")),
+    "poisson4": Shape("cpu-fixed-poisson4", 160, replay=True),
 }
+# vLLM's own TTFT histogram, in the API server: summed over a run it gives the mean.
+SERVER_TTFT = {"vllm:time_to_first_token_seconds_sum": "sum", "vllm:time_to_first_token_seconds_count": "count"}
 # The engine's last step lines follow its last token by a moment.
 STEP_LOG_SETTLE_S = 0.5
 
@@ -112,8 +129,42 @@ def ours(shape: Shape, base_url: str, scratch: Path, rep: int) -> dict[str, floa
         "client_cpu_ms_per_1k_tokens": cpu * 1e6 / (shape.requests * OUTPUT_TOKENS),
         "output_tok_s": metrics.output_tok_s,
         "median_ttft_ms": metrics.ttft_s.p50 * 1000,
+        "mean_ttft_ms": metrics.ttft_s.mean * 1000,
         "median_tpot_ms": metrics.tpot_s.p50 * 1000,
     }
+
+
+# `vllm bench serve`'s default chunk size for a trace's hash ids.
+TRACE_CHUNK_TOKENS = 16
+
+
+def write_trace(workload: str, path: Path) -> None:
+    """Our plan of `workload` as a `vllm bench serve` timed trace (JSON lines).
+
+    Each request gets its own hash ids, one per 16-token chunk, so no two prompts share
+    a prefix, as ours do not.
+    """
+    plan = build_plan(load_spec(workload))
+    next_id = 0
+    with path.open("w") as trace:
+        for request in plan.requests:
+            chunks = -(-request.prompt_tokens // TRACE_CHUNK_TOKENS)
+            trace.write(json.dumps({
+                "timestamp": request.arrival_s, "input_length": request.prompt_tokens,
+                "output_length": request.output_tokens, "hash_ids": list(range(next_id, next_id + chunks)),
+            }) + "\n")
+            next_id += chunks
+
+
+def vllm_bench_load(shape: Shape, scratch: Path) -> list[str]:
+    """The dataset and sending arguments that make `vllm bench serve` send `shape`."""
+    if shape.replay:
+        trace = scratch / f"{shape.workload}.trace.jsonl"
+        if not trace.exists():
+            write_trace(shape.workload, trace)
+        return ["--dataset-name", "timed_trace", "--dataset-path", str(trace)]
+    return ["--dataset-name", "random", "--random-input-len", str(PROMPT_TOKENS),
+            "--random-output-len", str(OUTPUT_TOKENS), "--random-range-ratio", "0", *shape.vllm_bench_args]
 
 
 def theirs(shape: Shape, base_url: str, tokenizer: str, scratch: Path, rep: int) -> dict[str, float]:
@@ -121,9 +172,8 @@ def theirs(shape: Shape, base_url: str, tokenizer: str, scratch: Path, rep: int)
     cpu = client_cpu_s()
     subprocess.run(
         [sys.executable, "-c", VLLM_BENCH, "--backend", "openai", "--base-url", base_url,
-         "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer, "--dataset-name", "random",
-         "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS),
-         "--random-range-ratio", "0", "--num-prompts", str(shape.requests), *shape.vllm_bench_args, "--ignore-eos",
+         "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer,
+         *vllm_bench_load(shape, scratch), "--num-prompts", str(shape.requests), "--ignore-eos",
          "--save-result", "--result-dir", str(scratch), "--result-filename", name, "--disable-tqdm"],
         check=True, capture_output=True, text=True,
     )
@@ -133,6 +183,7 @@ def theirs(shape: Shape, base_url: str, tokenizer: str, scratch: Path, rep: int)
         "client_cpu_ms_per_1k_tokens": cpu * 1e6 / (shape.requests * OUTPUT_TOKENS),
         "output_tok_s": result["output_throughput"],
         "median_ttft_ms": result["median_ttft_ms"],
+        "mean_ttft_ms": result["mean_ttft_ms"],
         "median_tpot_ms": result["median_tpot_ms"],
     }
 
@@ -148,10 +199,23 @@ def engine_figures(rows: list[dict]) -> dict[str, float]:
     }
 
 
-def measured(client: Callable[[], dict[str, float]], step_log: Path | None) -> dict[str, float]:
-    """One client run's figures; with the server's step log, the engine's for the same run beside them."""
+def server_ttft(base_url: str) -> dict[str, float]:
+    """The server's TTFT histogram's running sum and count, from its /metrics."""
+    response = httpx.get(f"{base_url}/metrics", timeout=10)
+    response.raise_for_status()
+    return sum_series(response.text, SERVER_TTFT)
+
+
+def measured(client: Callable[[], dict[str, float]], base_url: str, step_log: Path | None) -> dict[str, float]:
+    """One client run's figures, with the server's mean TTFT for the same run beside them,
+    and with the server's step log, the engine's figures too."""
     cursor = StepLogCursor(step_log) if step_log else None
+    before = server_ttft(base_url)
     figures = client()
+    after = server_ttft(base_url)
+    server_mean_ttft_ms = (after["sum"] - before["sum"]) / (after["count"] - before["count"]) * 1000
+    figures = {**figures, "server_mean_ttft_ms": server_mean_ttft_ms,
+               "mean_ttft_vs_server": figures["mean_ttft_ms"] / server_mean_ttft_ms}
     if cursor is None:
         return figures
     time.sleep(STEP_LOG_SETTLE_S)
@@ -182,7 +246,7 @@ def compare(base_url: str, reps: int, shapes: list[str], step_log: Path | None) 
                 # Alternate who goes first, so drift in the server's speed hits both alike.
                 order = list(clients.items())
                 for name, client in order if rep % 2 == 0 else order[::-1]:
-                    results[name].append(measured(partial(client, rep), step_log))
+                    results[name].append(measured(partial(client, rep), base_url, step_log))
                     print(f"{shape_name} rep {rep} {name}: {results[name][-1]}", flush=True)
             report["shapes"][shape_name] = {"workload": shape.workload, "runs": results,
                                             "summary": summarise(results)}
