@@ -59,6 +59,7 @@ import numpy as np
 
 from harness.analysis.assess import assess_run_dirs
 from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
+from harness.driver.interrupts import interrupt_main_on_signals
 from harness.driver.runner import RunRequest, execute
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.gate.compare import BaselineSample, judge_config
@@ -106,6 +107,8 @@ def main() -> None:
     parser.add_argument("--result", type=Path, default=INDEPENDENT_RESULTS,
                         help=f"--independent: the result file (default {INDEPENDENT_RESULTS.relative_to(ROOT)})")
     args = parser.parse_args()
+    # Ctrl-C stops the trial under way and unwinds: its servers stop, saved results stay.
+    interrupt_main_on_signals()
     if args.rejudge:
         saved = json.loads(args.rejudge.read_text())
         pools = {arm: [TrialRow.model_validate(trial) for trial in trials]

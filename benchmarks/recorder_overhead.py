@@ -28,6 +28,7 @@ from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.analysis.stats import median_ci, paired_ratio_ci
 from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
+from harness.driver.interrupts import interrupt_main_on_signals
 from harness.driver.runner import RunRequest, execute
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import load_specs
@@ -69,6 +70,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--workload", default="cpu-fixed-closed16")
     args = parser.parse_args()
+    # Ctrl-C stops the trial under way and unwinds: its servers stop, saved results stay.
+    interrupt_main_on_signals()
     # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
     logging.basicConfig(format="%(message)s")
     logging.getLogger("launchers").setLevel(logging.INFO)

@@ -12,12 +12,9 @@ from gevent import monkey
 monkey.patch_all()
 
 import argparse  # noqa: E402
-import signal  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import NoReturn  # noqa: E402
-
-import gevent  # noqa: E402
 
 from harness.cli import (  # noqa: E402
     analyze,
@@ -33,6 +30,7 @@ from harness.cli import (  # noqa: E402
 )
 from harness.cli.options import check_options  # noqa: E402
 from harness.cli.progress import show_progress  # noqa: E402
+from harness.driver.interrupts import interrupt_main_on_signals  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
 COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, gate, nightly, predict, calibration)
@@ -53,19 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _interrupt_main() -> None:
-    main_greenlet = gevent.get_hub().parent
-    assert main_greenlet is not None, "the hub's parent is the main greenlet"
-    main_greenlet.throw(KeyboardInterrupt)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `batchbench` console script."""
     # Ctrl-C and SIGTERM (kill, a CI timeout) unwind the main greenlet, so launched servers
-    # are stopped and records kept. Python's own handler would raise wherever the signal
-    # lands, often inside a Locust user, which dies alone with a traceback.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        gevent.signal_handler(signum, _interrupt_main)
+    # are stopped and records kept.
+    interrupt_main_on_signals()
     show_progress()
     try:
         args = build_parser().parse_args(argv)

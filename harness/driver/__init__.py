@@ -5,7 +5,8 @@ Locust user), `journal` (crash-safe records), `sse` (stream decoding), `stream` 
 stream's tokens and verdict), `outcome` (failure kinds and the row of each request),
 `timeouts`, `endpoint` (checks, token counts, warm-up), `client_health`, `steps` (the
 engine's step log), `load` (the live load and its stopping), `tables` (a run's tables),
-`runner` (one run), `http_client` (the users' shared client). Distributed runs
+`runner` (one run), `http_client` (the users' shared client), `interrupts` (Ctrl-C and
+SIGTERM unwind the main greenlet). Distributed runs
 (`--workers`): `shard` (who sends what), `wire` (master-worker messages), `clock`
 (worker clock offsets), `remote` (closed loops and waves handed out by the master),
 `cluster` (the master), `worker` (a worker process).
