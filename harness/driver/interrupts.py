@@ -1,9 +1,10 @@
 """Ctrl-C and SIGTERM in a gevent process: unwind the main greenlet, wherever the signal lands.
 
 Python's own SIGINT handler raises KeyboardInterrupt in whatever greenlet is running when
-the signal arrives, often a Locust user, which then dies alone with a traceback while the
-run goes on: Ctrl-C seems ignored. Thrown into the main greenlet instead, it unwinds the
-run (which keeps its records and raises again) and every `with` that started a server.
+the signal arrives, often a Locust user, which dies of it with a traceback; SIGTERM's
+default ends the process without unwinding anything. Thrown into the main greenlet
+instead, it unwinds the run (which keeps its records and raises again) and every `with`
+that started a server.
 """
 
 from __future__ import annotations
