@@ -55,8 +55,22 @@ def engine_metrics(steps: pd.DataFrame, batch_size: int) -> EngineMetrics:
         generated_tokens=generated,
         generated_tok_s=generated / makespan if makespan > 0 else math.nan,
         mean_occupancy=occupancy,
-        median_step_s=float((steps["end_s"] - steps["t_s"]).median()),
+        median_step_s=float(np.median(step_seconds(steps))),
     )
+
+
+def step_seconds(steps: pd.DataFrame) -> np.ndarray:
+    """Each step's own time: from its start, or the previous step's end if later, to its end.
+
+    Under a batch queue (async scheduling) a step is scheduled while the previous one still
+    runs, so its `t_s` precedes the previous `end_s`; `end_s - t_s` would count both steps.
+    Without one, steps do not overlap and this is `end_s - t_s`.
+    """
+    ordered = steps.sort_values("t_s")
+    ends: np.ndarray = ordered["end_s"].to_numpy(dtype=float)
+    began: np.ndarray = np.maximum(ordered["t_s"].to_numpy(dtype=float), np.concatenate(([-np.inf], ends[:-1])))
+    seconds: np.ndarray = ends - began
+    return seconds
 
 
 def request_spans(steps: pd.DataFrame) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from harness.analysis.engine import (
     front_end_starved_share,
     occupancy_steps,
     request_spans,
+    step_seconds,
 )
 from harness.records import STEP_FIELDS
 
@@ -51,6 +52,14 @@ def test_four_steps_give_exact_figures():
     assert m.mean_occupancy == pytest.approx(0.75)
     # Step durations 0.5, 0.5, 1, 1.
     assert m.median_step_s == pytest.approx(0.75)
+
+
+def test_step_seconds_under_a_batch_queue_count_each_step_once():
+    # Async scheduling: each step is scheduled 0.2 s before the previous one ends, and each
+    # runs 1 s once the GPU is free. end - t would be 1.2 s; each step's own time is 1 s.
+    queued = [(0.0, 1.0, 4, 4), (0.8, 2.0, 4, 4), (1.8, 3.0, 4, 4), (3.5, 4.0, 1, 1)]
+    assert step_seconds(steps_table(queued)).tolist() == pytest.approx([1.0, 1.0, 1.0, 0.5])
+    assert engine_metrics(steps_table(queued), batch_size=4).median_step_s == pytest.approx(1.0)
 
 
 def test_occupancy_counts_idle_gaps_not_just_step_durations():
