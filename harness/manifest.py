@@ -84,6 +84,19 @@ class LoadProcess(BaseModel):
     client_health: ClientHealth | None = Field(description="its CPU share and loop lag; None if it never reported")
 
 
+class GpuTelemetry(BaseModel):
+    """What GPU telemetry a run has (harness.gpu_telemetry): the GPUs sampled, or why none was."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(description="one line: which GPUs were sampled and how, or why none was")
+    devices: list[str] = Field(
+        default_factory=list, description="name of each GPU sampled, by NVML index; empty: no gpu.parquet"
+    )
+    interval_s: float | None = Field(None, description="time between samples; None when nothing was sampled")
+    errors: int = Field(0, description="NVML readings that failed mid-run (each named in gpu.parquet's error column)")
+
+
 class RunManifest(BaseModel):
     """`manifest.json` of one run directory."""
 
@@ -114,6 +127,9 @@ class RunManifest(BaseModel):
         None, description="each process of a distributed run (--workers, harness.driver.cluster); None: one process"
     )
     engine_steps: bool = Field(False, description="True if steps.parquet holds the engine's own step log")
+    gpu_telemetry: GpuTelemetry | None = Field(
+        None, description="GPU telemetry (gpu.parquet) or why there is none; None in runs recorded before it"
+    )
 
 
 def host_info() -> HostInfo:

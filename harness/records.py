@@ -11,6 +11,9 @@ it; telemetry uses the same clock, so the tables line up.
 - `steps.parquet`: one row per engine step during the run (STEP_SCHEMA), recorded
   inside vLLM by launchers.step_recorder; only for servers the harness launched.
   Its times are the engine process's `time.time()`: the same clock on one machine.
+- `gpu.parquet`: one row per GPU per NVML sample during the run (GPU_SCHEMA), taken by
+  harness.gpu_telemetry; only when the server runs on a machine with an NVIDIA GPU and
+  its driver (the manifest's `gpu_telemetry` says why there is none otherwise).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ RECORDS_FILE = "records.parquet"
 TOKENS_FILE = "tokens.parquet"
 TELEMETRY_FILE = "telemetry.parquet"
 STEPS_FILE = "steps.parquet"
+GPU_FILE = "gpu.parquet"
 MANIFEST_FILE = "manifest.json"
 PLAN_FILE = "plan.json"
 
@@ -84,6 +88,23 @@ TELEMETRY_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "latency_s": (pa.float64(), "how long /metrics took to answer"),
 }
 
+GPU_FIELDS: dict[str, tuple[pa.DataType, str]] = {
+    "t": (pa.float64(), "time of the sample"),
+    "gpu": (pa.int64(), "NVML device index"),
+    "utilization": (
+        pa.float64(), "share of NVML's last sample period (1/6 to 1 s) a kernel ran (0..1); NaN if unread"
+    ),
+    "memory_used_bytes": (pa.float64(), "device memory in use, every process's; NaN if unread"),
+    "memory_total_bytes": (pa.float64(), "device memory installed; NaN if unread"),
+    "power_w": (pa.float64(), "board power draw (nvmlDeviceGetPowerUsage); NaN if unread or unsupported"),
+    "energy_j": (
+        pa.float64(),
+        "energy since the driver loaded (nvmlDeviceGetTotalEnergyConsumption, Volta and later); NaN if unsupported",
+    ),
+    "latency_s": (pa.float64(), "how long reading this GPU took"),
+    "error": (pa.string(), "the NVML errors of this sample, `reading: message; ...`; empty when all were read"),
+}
+
 
 def _schema(fields: dict[str, tuple[pa.DataType, str]]) -> pa.Schema:
     return pa.schema([pa.field(name, dtype, metadata={"description": doc}) for name, (dtype, doc) in fields.items()])
@@ -93,3 +114,4 @@ RECORD_SCHEMA = _schema(RECORD_FIELDS)
 TOKEN_SCHEMA = _schema(TOKEN_FIELDS)
 TELEMETRY_SCHEMA = _schema(TELEMETRY_FIELDS)
 STEP_SCHEMA = _schema(STEP_FIELDS)
+GPU_SCHEMA = _schema(GPU_FIELDS)

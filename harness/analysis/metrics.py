@@ -41,6 +41,9 @@ Pure functions over the tables of harness/records.py; no I/O. The definitions:
   step times are equal, and undercounts each request by its admission step (1/n of its
   slot time for n tokens), which the client never sees.
 - Lateness: `lateness_s` of every request sent; all NaN (closed loop) gives NaN stats.
+- GPU: energy (joules per generated token), power, utilisation and memory headroom
+  over the same window, from the run's NVML samples (harness.analysis.energy); None
+  for a run without them.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from harness.analysis.energy import GpuMetrics, gpu_metrics
 from harness.workload.spec import Slo
 
 if TYPE_CHECKING:
@@ -115,13 +119,15 @@ class RunMetrics:
     mean_occupancy: float
     useful_slot_time_fraction: float
     lateness_s: Percentiles
+    # None for a run without GPU samples (no GPU, no NVML, or recorded before them).
+    gpu: GpuMetrics | None = None
 
     def to_flat_dict(self) -> dict[str, Any]:
-        """One level of scalars: distributions as `name.stat`, errors as `errors.<message>`."""
+        """One level of scalars: distributions and GPU figures as `name.field`, errors as `errors.<message>`."""
         flat: dict[str, Any] = {}
         for item in fields(self):
             value = getattr(self, item.name)
-            if isinstance(value, Percentiles):
+            if isinstance(value, (Percentiles, GpuMetrics)):
                 flat.update({f"{item.name}.{stat.name}": getattr(value, stat.name) for stat in fields(value)})
             elif isinstance(value, dict):
                 flat.update({f"{item.name}.{key}": count for key, count in value.items()})
@@ -141,8 +147,10 @@ def compute_run_metrics(
     batch_size: int,
     slo: Slo | None = None,
     telemetry_interval_s: float | None = None,
+    gpu: pd.DataFrame | None = None,
 ) -> RunMetrics:
-    """All metrics of one run from its three tables, its B, its SLOs and its polling interval."""
+    """All metrics of one run from its three tables, its B, its SLOs and its polling interval;
+    its GPU figures too when given its GPU samples."""
     slo = slo or Slo()
     requests = request_table(records, tokens)
     start, end = makespan_window(records)
@@ -180,6 +188,7 @@ def compute_run_metrics(
         mean_occupancy=mean_occupancy(telemetry, batch_size, start, end, max_hold_s(telemetry_interval_s)),
         useful_slot_time_fraction=useful_slot_time_fraction(requests, batch_size, makespan),
         lateness_s=Percentiles.of(records["lateness_s"]),
+        gpu=gpu_metrics(gpu, start, end, generated) if gpu is not None else None,
     )
 
 
@@ -187,7 +196,8 @@ def metrics_for_run(run: RunData) -> RunMetrics:
     """`compute_run_metrics` with B and the SLOs taken from the run's manifest."""
     slo = Slo.model_validate(run.manifest.workload.get("slo") or {})
     return compute_run_metrics(
-        run.records, run.tokens, run.telemetry, run.manifest.batch_size, slo, run.manifest.telemetry_interval_s
+        run.records, run.tokens, run.telemetry, run.manifest.batch_size, slo, run.manifest.telemetry_interval_s,
+        run.gpu,
     )
 
 

@@ -25,6 +25,8 @@ from harness.accounting import row_problems
 from harness.errors import UsageError
 from harness.manifest import RunManifest
 from harness.records import (
+    GPU_FILE,
+    GPU_SCHEMA,
     MANIFEST_FILE,
     PLAN_FILE,
     RECORD_SCHEMA,
@@ -51,6 +53,8 @@ class RunData:
     plan: dict[str, Any] | None
     # The engine's own step log (records.STEP_FIELDS); None for servers we did not launch.
     steps: pd.DataFrame | None = None
+    # NVML samples of the server's GPUs (records.GPU_FIELDS); None without a GPU (the manifest says why).
+    gpu: pd.DataFrame | None = None
     # Why the run does not answer for its plan (see load_run); empty for a whole run.
     partial: tuple[str, ...] = ()
 
@@ -74,6 +78,7 @@ def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunDa
     partial = tuple(plan_problems(manifest, records, plan))
     if partial and not allow_partial:
         raise UsageError(f"{root}: {'; '.join(partial)} (--allow-partial to analyse it anyway)")
+    gpu_sampled = manifest.gpu_telemetry is not None and bool(manifest.gpu_telemetry.devices)
     return RunData(
         path=root,
         manifest=manifest,
@@ -82,6 +87,7 @@ def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunDa
         telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, defaults={"latency_s": float("nan")}),
         plan=plan,
         steps=_read_table(root / STEPS_FILE, STEP_SCHEMA) if manifest.engine_steps else None,
+        gpu=_read_table(root / GPU_FILE, GPU_SCHEMA) if gpu_sampled else None,
         partial=partial,
     )
 

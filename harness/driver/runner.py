@@ -1,4 +1,4 @@
-"""One measured run: plan, prompts, Locust users, telemetry, tables, manifest.
+"""One measured run: plan, prompts, Locust users, telemetry (server and GPU), tables, manifest.
 
 Runs inside a gevent-patched process (Locust patches on import). A run's progress
 lines all go to this module's `logger` at INFO (the CLI shows them; a sweep indents them).
@@ -31,6 +31,7 @@ from harness.driver.user import DriverContext
 from harness.driver.wire import Brief
 from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count
 from harness.errors import UsageError
+from harness.gpu_telemetry import GpuSampler, write_gpu_table
 from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
 from harness.records import MANIFEST_FILE, PLAN_FILE
 from harness.telemetry import TelemetrySampler
@@ -120,6 +121,9 @@ def execute(request: RunRequest) -> RunOutcome:
             cluster = stack.enter_context(Cluster(request.cluster, request.endpoint.base_url))
             cluster.open()
         run = _prepare(request, plan)
+        # Entered before the load, so it stops after it: its last sample covers the run's end.
+        gpu = stack.enter_context(GpuSampler(server_url=request.endpoint.base_url))
+        logger.info(gpu.info.note)
         load: LiveLoad | Cluster
         if cluster is None:
             load = _start_load(request, run, users, stack)
@@ -129,6 +133,9 @@ def execute(request: RunRequest) -> RunOutcome:
             interrupted = cluster.wait()
         ended = time.time()
     tables = write_tables(request.out_dir, run.items, load.stopped(), run.steps, run.run_tag)
+    if gpu.info.devices:
+        write_gpu_table(request.out_dir, gpu.samples)
+    run.manifest.gpu_telemetry = gpu.info
     run.manifest.ended_at, run.manifest.counts, run.manifest.complete = ended, tables.counts, not interrupted
     run.manifest.client_health = load.health
     run.manifest.load_processes = cluster.processes() if cluster is not None else None

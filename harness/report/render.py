@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.report.document import IMAGES_DIR, Block, Heading, Image, to_html, to_markdown
 from harness.report.facts import ReportFacts
+from harness.report.gpu import gpu_section
 from harness.report.prediction import prediction_blocks
 from harness.report.published import model_card_section, published_section
 from harness.report.sections import (
@@ -63,6 +64,7 @@ def render_report(
         *acceptance_section(facts.findings),
         *occupancy_section(facts.occupancy),
         *latency_section(facts),
+        *gpu_section(facts.ordered),
         *seed_section(facts),
         *published_section(facts),
         *(prediction_blocks(facts.gpu_prediction.setup, facts.gpu_prediction.predictions)

@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from harness.report.facts import ReportFacts
+from harness.report.gpu import gpu_note
 
 
 def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The gap table, findings, runs, step models and caveats; `extra` merged on top."""
+    """The gap table, findings, runs (with their GPU telemetry line), step models and caveats; `extra` on top."""
     base = json_safe({
         "metadata": facts.metadata,
         "gap_table": facts.gap_table.to_dict(orient="records"),
@@ -28,6 +29,7 @@ def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[
                 "batch_size": run.data.manifest.batch_size,
                 "model": run.data.manifest.model,
                 "metrics": run.entry.metrics.to_flat_dict(),
+                "gpu_telemetry": gpu_note(run.data.manifest),
                 "predicted": asdict(run.entry.predicted) if run.entry.predicted else None,
             }
             for run in facts.runs

@@ -53,3 +53,9 @@ def test_an_interrupted_run_stops_the_load_answers_for_every_request_and_raises_
     assert "building 12 prompts of exact token length" in lines
     assert "continuous: 12 requests, 4 users, B=4" in lines
     assert f"interrupted: kept 0 finished requests in {out} (marked incomplete)" in lines
+    # GPU telemetry: one line in the log and the manifest, and gpu.parquet only where a GPU was read.
+    gpu = manifest["gpu_telemetry"]
+    assert gpu["note"] in lines
+    assert (out / "gpu.parquet").exists() == bool(gpu["devices"])
+    if not Path("/proc/driver/nvidia").exists():
+        assert gpu["note"].startswith("no GPU telemetry: ") and gpu["devices"] == []

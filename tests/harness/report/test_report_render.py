@@ -18,9 +18,12 @@ from harness.analysis.metrics import metrics_for_run
 from harness.analysis.rundir import load_run
 from harness.analysis.simulate import StepTimeModel, simulate
 from harness.errors import UsageError
-from harness.manifest import HostInfo, RunCounts, RunManifest
+from harness.gpu_telemetry import GpuSample, write_gpu_table
+from harness.manifest import GpuTelemetry, HostInfo, RunCounts, RunManifest
 from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.report import ReportRun, write_report
+from harness.report.document import to_markdown
+from harness.report.gpu import gpu_section
 
 T0 = 1000.0
 PROMPT = 6
@@ -164,6 +167,13 @@ def test_report_sections_carry_the_numbers(sweep):
     assert "<td>continuous server pid 1 started t0</td><td>3</td><td>1,200</td><td>10.0</td><td>500.0</td>" in page
 
 
+def test_without_gpu_telemetry_the_gpu_section_is_one_line(sweep):
+    _, _, paths = sweep
+    markdown = paths.markdown.read_text()
+    section = markdown.split("## GPU energy and memory\n\n", 1)[1].split("\n\n", 1)[0]
+    assert section == "No GPU telemetry: recorded before batchbench read GPUs."
+
+
 def test_no_gpu_prediction_for_runs_of_a_cpu_model(sweep):
     _, _, paths = sweep
     assert "Predicted on paper" not in paths.markdown.read_text()
@@ -185,6 +195,9 @@ def test_summary_json(sweep):
     assert seed["predicted"]["useful_fraction"] == pytest.approx(0.4)
     assert "PASS: each system within 10% of its prediction (7 runs; worst" in " ".join(summary["acceptance"])
     assert summary["step_models"] == [STEP_MODEL]
+    # Runs recorded before GPU telemetry: no GPU figures, and the one line saying why.
+    assert seed["metrics"]["gpu"] is None
+    assert seed["gpu_telemetry"] == "no GPU telemetry: recorded before batchbench read GPUs"
 
 
 def test_bad_extras_and_unknown_occupancy_level_are_usage_errors(sweep, tmp_path):
@@ -367,3 +380,62 @@ def test_the_headline_is_the_first_table_and_sits_above_the_fold(assembled, tmp_
     assert result.returncode == 0, result.stderr[-2000:]
     height, width = imread(shot).shape[:2]
     assert width == 1280 and height >= seen["innerHeight"], (width, height)
+
+
+# --- GPU telemetry ----------------------------------------------------------------------
+
+GIB = 2**30
+
+
+def add_gpu_telemetry(run_dir, telemetry: GpuTelemetry, samples=()):
+    """What the runner adds for GPU telemetry: gpu.parquet when GPUs were read, the manifest's line."""
+    if telemetry.devices:
+        write_gpu_table(run_dir, list(samples))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "gpu_telemetry": telemetry.model_dump()}))
+
+
+def report_run(path):
+    data = load_run(path)
+    return ReportRun(GapEntry.from_run(data, metrics_for_run(data)), data)
+
+
+def test_a_gpu_run_reports_joules_per_generated_token_and_memory_headroom(tmp_path):
+    # The run: every request sent at 1000.0 s, the last token at 1000.07 s, 11 tokens generated.
+    gpu_run = write_run(tmp_path, "gpu-run", "continuous", cap_workload(4), OUTPUTS[4], 2)
+    samples = [
+        # The energy counter rises at 200 W; the power sensor's 210 W is not used when the counter is there.
+        GpuSample(t=t, gpu=0, utilization=u, memory_used_bytes=used * GIB, memory_total_bytes=80 * GIB, power_w=210.0,
+                  energy_j=5000.0 + 200.0 * (t - 999.9), latency_s=0.001, error="")
+        for t, u, used in [(999.9, 0.0, 20), (1000.0, 0.6, 30), (1000.05, 0.8, 30), (1000.1, 0.0, 30)]
+    ]
+    add_gpu_telemetry(gpu_run, GpuTelemetry(note="GPU telemetry: 1 GPU (NVIDIA H100) read through NVML every 0.05 s",
+                                            devices=["NVIDIA H100"], interval_s=0.05), samples)
+    cpu_run = write_run(tmp_path, "cpu-run", "static", cap_workload(4), OUTPUTS[4], 2)
+    add_gpu_telemetry(cpu_run, GpuTelemetry(note="no GPU telemetry: NVML sees no GPU on this machine"))
+    runs = [report_run(gpu_run), report_run(cpu_run)]
+    flat = runs[0].entry.metrics.to_flat_dict()
+    assert flat["gpu.energy_j"] == pytest.approx(14.0) and flat["gpu.energy_source"] == "energy counter"
+    assert flat["gpu.joules_per_generated_token"] == pytest.approx(14.0 / 11)
+    assert runs[1].entry.metrics.gpu is None
+    markdown = to_markdown(gpu_section(runs))
+    assert "| gpu-run | continuous | 4 | 1 | 14.0 | energy counter | 1.27 | 200 | 70.0% | 30.0 | 80.0 | 50.0 | 0 |" \
+        in markdown
+    assert "- cpu-run: no GPU telemetry: NVML sees no GPU on this machine" in markdown
+
+
+def test_without_gpu_samples_the_section_is_one_line_of_reasons(tmp_path):
+    nvml_off = write_run(tmp_path, "a", "continuous", cap_workload(4), OUTPUTS[4], 2)
+    add_gpu_telemetry(nvml_off, GpuTelemetry(note="no GPU telemetry: NVML did not start (Driver Not Loaded)"))
+    before = write_run(tmp_path, "b", "static", cap_workload(4), OUTPUTS[4], 2)
+    blocks = gpu_section([report_run(nvml_off), report_run(before)])
+    assert to_markdown(blocks) == ("## GPU energy and memory\n\nNo GPU telemetry: NVML did not start (Driver Not"
+                                   " Loaded); recorded before batchbench read GPUs.\n")
+
+
+def test_load_run_refuses_a_gpu_run_without_its_gpu_table(run_dir):
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    telemetry = {"note": "GPU telemetry: 1 GPU", "devices": ["NVIDIA H100"], "interval_s": 0.25, "errors": 0}
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "gpu_telemetry": telemetry}))
+    with pytest.raises(UsageError, match="gpu.parquet: missing"):
+        load_run(run_dir)
