@@ -65,14 +65,16 @@ TOKEN_FIELDS: dict[str, tuple[pa.DataType, str]] = {
 }
 
 STEP_FIELDS: dict[str, tuple[pa.DataType, str]] = {
-    "t_s": (pa.float64(), "when the engine began scheduling the step"),
+    "t_s": (pa.float64(), "when the engine began scheduling the step (before the previous one ended, under async)"),
     "end_s": (pa.float64(), "when the step's model output reached the scheduler"),
     "running": (pa.int64(), "requests in the step (this run's and any other's)"),
     "waiting": (pa.int64(), "requests waiting in the engine after scheduling"),
     "prefill_tokens": (pa.int64(), "prompt tokens computed in the step"),
     "decode_tokens": (pa.int64(), "tokens scheduled beyond the prompts (one per decoding request)"),
     "context_tokens": (pa.int64(), "sum over the step's requests of the tokens they attend to"),
-    "generated_tokens": (pa.int64(), "output tokens sampled in the step"),
+    "generated_tokens": (
+        pa.int64(), "output tokens the step sampled and kept (not those of a request that had already ended)"
+    ),
     "admitted": (pa.list_(pa.int64()), "request_ids of this run first scheduled (or resumed) in the step"),
     "finished": (pa.list_(pa.int64()), "request_ids of this run that finished in the step"),
 }

@@ -21,10 +21,12 @@ last steps are on disk by the time its last response has been delivered.
 Each line: `t` (schedule() began), `end` (the step's model output reached the
 scheduler), `running` (requests in the step), `waiting`, `prefill` and `decode`
 (tokens scheduled), `context` (sum over the step's requests of the tokens they
-attend to), `generated` (output tokens the step samples), `admitted` and `finished`
-(vLLM request ids; ours carry the client's X-Request-Id inside them). Under a batch
-queue a step's `t` can precede the previous step's `end`: it was scheduled while that
-one still ran.
+attend to), `generated` (output tokens the step samples and vLLM keeps), `admitted`
+and `finished` (vLLM request ids; ours carry the client's X-Request-Id inside them).
+Under a batch queue a step's `t` can precede the previous step's `end`: it was
+scheduled while that one still ran; and a step scheduled past a request's last token
+still carries it in `running`, while the dropped token is not counted in `generated`.
+A request that leaves between steps (an abort) is `finished` on the next row written.
 
 The work per step is kept off the per-request path where vLLM already did it: the
 context comes from the counts vLLM put in the scheduler output, and only requests
