@@ -24,45 +24,36 @@ import logging
 import tempfile
 from pathlib import Path
 
-from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
-from harness.analysis.stats import median_ci, paired_ratio_ci
+from harness.analysis.stats import median_ci
+from harness.checks.recorder import ARMS, Arm, measure, order, plain_args, recorded_over_plain
 from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
 from harness.driver.interrupts import interrupt_main_on_signals
-from harness.driver.runner import RunRequest, execute
+from harness.driver.runner import RunRequest
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import load_specs
 from launchers import ServerSpec, start
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 16
-# The last --scheduler-cls wins: this puts vLLM's own scheduler back in place of the recorder.
-PLAIN_SCHEDULER = ("--scheduler-cls", "vllm.v1.core.sched.scheduler.Scheduler")
-ARMS = {"recorded": (), "plain": PLAIN_SCHEDULER}
+# The CPU build of vLLM runs without async scheduling (launchers.server.VllmBuild).
+EXTRA_ARGS: dict[Arm, tuple[str, ...]] = {"recorded": (), "plain": plain_args(async_scheduling=False)}
 
 
-def launch(arm: str, scratch: Path, stack: contextlib.ExitStack):
+def launch(arm: Arm, scratch: Path, stack: contextlib.ExitStack):
     """A continuous server of this arm, warmed up; it stays up for every repetition."""
-    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH, extra_args=ARMS[arm])
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH, extra_args=EXTRA_ARGS[arm])
     server = stack.enter_context(start(spec, log_dir=scratch / f"server-{arm}"))
     endpoint = probe_endpoint(server.base_url, {}, None)
     warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
     return server, endpoint
 
 
-def measure(arm: str, server, endpoint, workload: str, out: Path) -> float:
+def run_arm(arm: Arm, server, endpoint, workload: str, out: Path) -> float:
     """Output tok/s of one run of `workload` on this arm's server."""
     spec = load_specs([workload])[0]
-    execute(RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
-                       tokenizer=load_tokenizer(None, endpoint), out_dir=out,
-                       server=dataclasses.asdict(server.info), warmup=False))
-    steps = load_run(out).steps
-    # The runner writes steps.parquet whenever the server has a step log; a plain
-    # scheduler leaves it empty.
-    steps_recorded = steps is not None and not steps.empty
-    if steps_recorded != (arm == "recorded"):
-        raise SystemExit(f"{arm} arm: the step log was {'' if steps_recorded else 'not '}written")
-    return metrics_for_run(load_run(out)).output_tok_s
+    return measure(arm, RunRequest(spec=spec, system="continuous", batch_size=BATCH, endpoint=endpoint,
+                                   tokenizer=load_tokenizer(None, endpoint), out_dir=out,
+                                   server=dataclasses.asdict(server.info), warmup=False))
 
 
 def main() -> None:
@@ -75,17 +66,16 @@ def main() -> None:
     # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
     logging.basicConfig(format="%(message)s")
     logging.getLogger("launchers").setLevel(logging.INFO)
-    results: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    results: dict[Arm, list[float]] = {arm: [] for arm in ARMS}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         scratch = Path(tmp)
         servers = {arm: launch(arm, scratch, stack) for arm in ARMS}
         for rep in range(args.reps):
-            order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
-            for arm in order:
+            for arm in order(rep):
                 server, endpoint = servers[arm]
-                results[arm].append(measure(arm, server, endpoint, args.workload, scratch / f"{arm}-{rep + 1}"))
+                results[arm].append(run_arm(arm, server, endpoint, args.workload, scratch / f"{arm}-{rep + 1}"))
                 print(f"rep {rep + 1} {arm}: {results[arm][-1]:.1f} output tok/s", flush=True)
-    ratio = paired_ratio_ci(results["recorded"], results["plain"])
+    ratio = recorded_over_plain(results["recorded"], results["plain"])
     summary = {
         "workload": args.workload,
         "output_tok_s": results,

