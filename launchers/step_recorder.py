@@ -112,7 +112,8 @@ class StepRecorder(SchedulerMixinBase):
         admitted = [n.req_id for n in new]
         admitted += sorted(cached.resumed_req_ids)
         # Only a request still in its prompt can schedule prompt tokens or skip sampling.
-        candidates = self._prefilling.intersection(scheduled).union(admitted)
+        # (Iterating the small set: set.intersection(dict) would walk every scheduled request.)
+        candidates = {rid for rid in self._prefilling if rid in scheduled}.union(admitted)
         prefill = still_prefilling = 0
         for request_id in candidates:
             request = self.requests[request_id]
@@ -185,7 +186,8 @@ class StepRecorder(SchedulerMixinBase):
                 other.stale.update(rid for rid in self._ended if rid in ids)
         self._ended.difference_update(finished)
         self._ends_written.update(finished)
-        self._prefilling.intersection_update(self.requests)
+        if self._prefilling:
+            self._prefilling = {rid for rid in self._prefilling if rid in self.requests}
         return finished
 
     def _flush_steps(self, now: float) -> None:
