@@ -1,7 +1,8 @@
-"""Shared by the history and gate tests: a factory of history rows (one valid TrialRow, any field changed)."""
+"""Shared: a factory of history rows (one valid TrialRow, any field changed), and the samplers' simulated time."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -39,3 +40,33 @@ def make_trial():
 @pytest.fixture
 def make_night():
     return night
+
+
+class SamplerTime:
+    """One simulated clock for a sampler's stamps and pacing (and fake devices); only its waits move it.
+
+    A wait that would pass `horizon_s` (the seconds the test lets go by) parks the
+    sampler until stop() instead, as a real wait would still be running then.
+    """
+
+    def __init__(self, horizon_s: float, start: float = 1000.0) -> None:
+        self.now = start
+        self.horizon = start + horizon_s
+        self.parked = threading.Event()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        if self.now + seconds > self.horizon:
+            self.now = max(self.now, self.horizon)
+            self.parked.set()
+            return stop.wait()
+        self.now += seconds
+        return stop.is_set()
+
+
+@pytest.fixture
+def sampler_time() -> type[SamplerTime]:
+    """Make a SamplerTime: `sampler_time(horizon_s=1.0)`."""
+    return SamplerTime

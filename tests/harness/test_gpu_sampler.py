@@ -8,9 +8,9 @@ loaded machine runs the sampler's thread. The last test opens the real library.
 from __future__ import annotations
 
 import math
-import threading
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -23,26 +23,6 @@ GIB = 2**30
 GPU_IS_LOST = 15
 
 
-class SimulatedTime:
-    """One clock for stamps, pacing and the fake GPUs; a wait past `horizon_s` parks until stop()."""
-
-    def __init__(self, horizon_s: float, start: float = 1000.0) -> None:
-        self.now = start
-        self.horizon = start + horizon_s
-        self.parked = threading.Event()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, stop: threading.Event, seconds: float) -> bool:
-        if self.now + seconds > self.horizon:
-            self.now = max(self.now, self.horizon)
-            self.parked.set()
-            return stop.wait()
-        self.now += seconds
-        return stop.is_set()
-
-
 class FakeNvmlError(Exception):
     def __init__(self, value: int, text: str) -> None:
         super().__init__(text)
@@ -53,7 +33,7 @@ class FakeGpu:
     """A device handle: 300 W on its power sensor while its energy counter rises at 250 W (so the two
     methods give different joules), 12 of 80 GiB used, 70% busy."""
 
-    def __init__(self, clock: SimulatedTime, name: str = "NVIDIA H100 80GB HBM3", unsupported=(),
+    def __init__(self, clock: Any, name: str = "NVIDIA H100 80GB HBM3", unsupported=(),
                  lost: tuple[float, float] | None = None) -> None:
         self.clock = clock
         self.name = name
@@ -108,7 +88,7 @@ class FakeNvml:
         return handle.read("energy", round(5e6 + 250_000 * (handle.clock.now - 1000.0)))  # mJ
 
 
-def sample_for(time_: SimulatedTime, nvml: FakeNvml, interval_s: float = 0.25) -> GpuSampler:
+def sample_for(time_: Any, nvml: FakeNvml, interval_s: float = 0.25) -> GpuSampler:
     """Start a sampler on `nvml`, let the simulated time pass to its horizon, stop it."""
     sampler = GpuSampler(interval_s, nvml=lambda: nvml, clock=time_, timer=time_, wait=time_.wait).start()
     if sampler.info.devices:
@@ -117,8 +97,8 @@ def sample_for(time_: SimulatedTime, nvml: FakeNvml, interval_s: float = 0.25) -
     return sampler
 
 
-def test_every_gpu_is_sampled_at_start_on_the_interval_and_after_stop():
-    time_ = SimulatedTime(horizon_s=1.0)
+def test_every_gpu_is_sampled_at_start_on_the_interval_and_after_stop(sampler_time):
+    time_ = sampler_time(horizon_s=1.0)
     nvml = FakeNvml([FakeGpu(time_), FakeGpu(time_, name="NVIDIA H100 PCIe")])
     sampler = sample_for(time_, nvml)
     rows = pd.DataFrame([vars(sample) for sample in sampler.samples], columns=GPU_COLUMNS)
@@ -141,8 +121,8 @@ def run_energy(tmp_path: Path, sampler: GpuSampler):
     return gpu_metrics(pd.read_parquet(tmp_path / GPU_FILE), 1000.1, 1000.9, generated_tokens=100)
 
 
-def test_joules_come_from_the_energy_counter_where_the_gpu_has_one(tmp_path):
-    time_ = SimulatedTime(horizon_s=1.0)
+def test_joules_come_from_the_energy_counter_where_the_gpu_has_one(tmp_path, sampler_time):
+    time_ = sampler_time(horizon_s=1.0)
     m = run_energy(tmp_path, sample_for(time_, FakeNvml([FakeGpu(time_)])))
     # The counter rises at 250 W: 200 J over 0.8 s (the power sensor's 300 W would give 240 J).
     assert m.energy_source == ENERGY_COUNTER and m.energy_j == pytest.approx(200.0)
@@ -150,8 +130,8 @@ def test_joules_come_from_the_energy_counter_where_the_gpu_has_one(tmp_path):
     assert (m.peak_memory_used_gib, m.memory_headroom_gib, m.mean_utilization) == pytest.approx((12.0, 68.0, 0.7))
 
 
-def test_a_gpu_without_the_counter_is_not_asked_again_and_its_power_is_integrated(tmp_path):
-    time_ = SimulatedTime(horizon_s=1.0)
+def test_a_gpu_without_the_counter_is_not_asked_again_and_its_power_is_integrated(tmp_path, sampler_time):
+    time_ = sampler_time(horizon_s=1.0)
     sampler = sample_for(time_, FakeNvml([FakeGpu(time_, name="Tesla P100", unsupported={"energy"})]))
     assert sampler.info.note.endswith("; not supported: energy on GPU 0")
     # Unsupported is not an error: the column is NaN, the error column empty.
@@ -160,8 +140,8 @@ def test_a_gpu_without_the_counter_is_not_asked_again_and_its_power_is_integrate
     assert m.energy_source == INTEGRATED_POWER and m.energy_j == pytest.approx(240.0)
 
 
-def test_nvml_errors_mid_run_are_recorded_in_their_rows_and_sampling_goes_on(tmp_path):
-    time_ = SimulatedTime(horizon_s=1.0)
+def test_nvml_errors_mid_run_are_recorded_in_their_rows_and_sampling_goes_on(tmp_path, sampler_time):
+    time_ = sampler_time(horizon_s=1.0)
     sampler = sample_for(time_, FakeNvml([FakeGpu(time_, lost=(1000.4, 1000.6))]))
     failed = [s for s in sampler.samples if s.error]
     # The sample at 0.5 s lost every reading; the ones before and after read all four.
@@ -180,8 +160,8 @@ def test_nvml_errors_mid_run_are_recorded_in_their_rows_and_sampling_goes_on(tmp
     (lambda: FakeNvml([], init_error=FakeNvmlError(9, "Driver Not Loaded")),
      "NVML did not start (Driver Not Loaded): no NVIDIA driver on this machine?"),
 ])
-def test_no_gpu_is_one_line_and_no_samples(nvml, reason):
-    time_ = SimulatedTime(horizon_s=1.0)
+def test_no_gpu_is_one_line_and_no_samples(nvml, reason, sampler_time):
+    time_ = sampler_time(horizon_s=1.0)
     sampler = GpuSampler(nvml=nvml, clock=time_, timer=time_, wait=time_.wait)
     with sampler:
         pass

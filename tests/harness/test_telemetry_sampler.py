@@ -7,7 +7,7 @@ counts asserted do not depend on how fast a loaded machine runs the sampler's th
 from __future__ import annotations
 
 import itertools
-import threading
+from typing import Any
 
 import httpx
 
@@ -28,38 +28,14 @@ def counting_metrics() -> httpx.MockTransport:
     return httpx.MockTransport(answer)
 
 
-class SimulatedTime:
-    """One simulated clock for the sampler's stamps and pacing; only its waits move it.
-
-    A wait that would pass `horizon_s` (the seconds the test lets go by) parks the
-    sampler until stop() instead, as a real wait would still be running then.
-    """
-
-    def __init__(self, horizon_s: float, start: float = 1000.0) -> None:
-        self.now = start
-        self.horizon = start + horizon_s
-        self.parked = threading.Event()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, stop: threading.Event, seconds: float) -> bool:
-        if self.now + seconds > self.horizon:
-            self.now = max(self.now, self.horizon)
-            self.parked.set()
-            return stop.wait()
-        self.now += seconds
-        return stop.is_set()
-
-
-def sampler_on(time_: SimulatedTime, interval_s: float) -> TelemetrySampler:
+def sampler_on(time_: Any, interval_s: float) -> TelemetrySampler:
     return TelemetrySampler(
         URL, interval_s=interval_s, transport=counting_metrics(), clock=time_, timer=time_, wait=time_.wait
     )
 
 
-def test_polls_once_at_start_and_once_after_stop():
-    time_ = SimulatedTime(horizon_s=0.0)
+def test_polls_once_at_start_and_once_after_stop(sampler_time):
+    time_ = sampler_time(horizon_s=0.0)
     sampler = sampler_on(time_, interval_s=10.0).start()
     assert len(sampler.samples) == 1  # start() returns once the first poll is in
     assert time_.parked.wait(timeout=30)
@@ -70,8 +46,8 @@ def test_polls_once_at_start_and_once_after_stop():
     assert samples[-1].generation_tokens_total > samples[0].generation_tokens_total
 
 
-def test_polls_on_the_interval_in_between():
-    time_ = SimulatedTime(horizon_s=0.52)
+def test_polls_on_the_interval_in_between(sampler_time):
+    time_ = sampler_time(horizon_s=0.52)
     started = time_.now
     with sampler_on(time_, interval_s=0.05) as sampler:
         assert time_.parked.wait(timeout=30)
