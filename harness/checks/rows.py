@@ -59,19 +59,29 @@ def counter_rows(comparisons: Sequence[CounterComparison]) -> list[CheckRow]:
     return rows
 
 
-def recorder_row(ratio: Estimate, pairs: int) -> CheckRow:
-    """The cost is 1 - recorded/plain; it fails only when the whole interval lies above MAX_COST."""
+def recorder_row(ratio: Estimate, pairs: int, decides: bool = True) -> CheckRow:
+    """The cost is 1 - recorded/plain; it fails only when the whole interval lies above MAX_COST.
+
+    Where the A/B cannot resolve MAX_COST (`decides` False: the CPU), the row is reported and skipped.
+    """
     cost, low, high = 1 - ratio.point, 1 - ratio.high, 1 - ratio.low
+    measured = f"output tok/s recorded/plain {ratio.point:.3f} over {pairs} alternated pairs"
+    if decides:
+        status = "pass" if low <= MAX_COST else "fail"
+        why = f"{measured}; fails only when the whole 95% interval lies above {MAX_COST:.0%}"
+    else:
+        status = "skip"
+        why = (f"{measured}; not judged on the CPU, where identical servers differ by up to ~9% over runs"
+               " this short: the recorder's own work per step is benchmarks/recorder_cost.py's figure")
     return CheckRow(
         name="step recorder cost",
-        status="pass" if low <= MAX_COST else "fail",
+        status=status,
         measured=cost * PERCENT,
         rule="low<=",
         threshold=MAX_COST * PERCENT,
         unit="%",
         interval=(low * PERCENT, high * PERCENT),
-        explanation=f"output tok/s recorded/plain {ratio.point:.3f} over {pairs} alternated pairs;"
-        f" fails only when the whole 95% interval lies above {MAX_COST:.0%}",
+        explanation=why,
     )
 
 

@@ -101,7 +101,7 @@ def run_checks(plan: Plan) -> Verdict:
         tok_s, comparisons, recorder_dirs = _recorder_pairs(sizes, {"recorded": recorded, "plain": plain}, runs)
     found += rows.counter_rows(comparisons)
     found.append(rows.recorder_row(recorder.recorded_over_plain(tok_s["recorded"], tok_s["plain"]),
-                                   sizes.recorder_pairs))
+                                   sizes.recorder_pairs, sizes.recorder_decides))
     recorded_runs = [*made, *(path for path in recorder_dirs if "-recorded-" in path.name)]
     found.append(rows.call_order_row(call_order([_steps(path) for path in recorded_runs]), async_scheduling))
     keyed = {(spec.name, system): path for (spec, system), path in zip(keys, made, strict=True)}

@@ -94,6 +94,12 @@ def test_the_recorder_fails_only_when_its_whole_interval_lies_above_the_limit():
     assert order(0) == ("recorded", "plain") and order(1) == ("plain", "recorded")
 
 
+def test_where_the_ab_cannot_resolve_the_limit_the_recorder_row_is_reported_not_judged():
+    costly = recorder_row(Estimate(0.90, 0.85, 0.95, 3, "x"), 3, decides=False)
+    assert costly.status == "skip" and costly.measured == pytest.approx(10.0)
+    assert "not judged on the CPU" in costly.explanation
+
+
 def test_measured_against_paper_within_the_tolerance_either_way():
     spec = load_specs(["anyscale-cap512"])[0].model_copy(update={"num_requests": 64})
     setup = predicted_setup("llama-3.1-8b", H200, 0.42)

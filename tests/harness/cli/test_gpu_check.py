@@ -40,8 +40,9 @@ def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(tmp_path
     for counted in ("steps", "generated tokens", "prompt tokens"):
         row = rows[f"step log vs vLLM: {counted}"]
         assert row["status"] == "pass" and row["measured"] <= MAX_DIFFERENCE * 100, row
+    # Reported, not judged, on the CPU (harness.checks.sizes.CPU.recorder_decides).
     cost = rows["step recorder cost"]
-    assert cost["status"] == "pass" and cost["interval"][0] <= cost["measured"] <= cost["interval"][1], cost
+    assert cost["status"] == "skip" and cost["interval"][0] <= cost["measured"] <= cost["interval"][1], cost
     assert rows["client not bound"]["measured"] == 0
     order = rows["engine call order"]
     assert order["status"] == "pass" and order["measured"] >= 50 and "batch queue" in order["explanation"], order
@@ -49,7 +50,7 @@ def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(tmp_path
     assert len(orderings) == len(CPU.repro_workloads) and all(row["measured"] > 1 for row in orderings), orderings
     assert rows["measured vs paper"]["status"] == "skip" and "no GPU" in rows["measured vs paper"]["explanation"]
     # One verdict, three renderings: the terminal's headline is the Markdown's and says PASS.
-    headline = f"PASS: {len(rows) - 1} of {len(rows)} checks passed, 1 skipped"
+    headline = f"PASS: {len(rows) - 2} of {len(rows)} checks passed, 2 skipped"
     assert f"gpu-check {headline}" in result.stdout
     assert (out / VERDICT_MARKDOWN).read_text().startswith(f"# gpu-check: {headline}")
     assert sorted(path.name for path in out.iterdir()) == ["runs", "servers", VERDICT_JSON, VERDICT_MARKDOWN]
