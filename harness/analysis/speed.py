@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.analysis.step_fit import StepFit, StepSample, busy_steps, fit_step_cost, modelled_seconds
+from harness.analysis.step_fit import StepFit, StepFitError, StepSample, busy_steps, fit_step_cost, modelled_seconds
 
 # Fewer busy steps than this across all runs: no common model, no normalised figures.
 MIN_STEPS = 100
@@ -56,7 +56,10 @@ def normalise(runs: Mapping[str, RunTiming]) -> tuple[StepFit | None, dict[str, 
     samples = {run_id: sample for run_id, sample in samples.items() if len(sample)}
     if sum(len(sample) for sample in samples.values()) < MIN_STEPS:
         return None, {}
-    fit = fit_step_cost(StepSample.concat(list(samples.values())))
+    try:
+        fit = fit_step_cost(StepSample.concat(list(samples.values())))
+    except StepFitError:
+        return None, {}
     figures = {}
     for run_id, sample in samples.items():
         measured, modelled = float(sample.seconds.sum()), float(modelled_seconds(fit.cost, sample).sum())

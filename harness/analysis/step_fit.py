@@ -27,7 +27,6 @@ import pandas as pd
 from scipy.optimize import nnls
 
 from harness.analysis.step_cost import LinearStepCost
-from harness.errors import UsageError
 
 # Each feature column of the fit, in the order of LinearStepCost's coefficients after
 # the overhead.
@@ -97,12 +96,24 @@ def mean_idle_gap(tables: Sequence[pd.DataFrame]) -> float:
     return float(gaps.mean()) if gaps.size else 0.0
 
 
+class StepFitError(ValueError):
+    """The steps given cannot fit a step cost: too few, or no decode cost in them."""
+
+
 def fit_step_cost(sample: StepSample) -> StepFit:
-    """Least squares with non-negative coefficients of step seconds on the step features."""
+    """Least squares with non-negative coefficients of step seconds on the step features.
+
+    StepFitError when there are too few busy steps, or when the fit gives a decode step no
+    cost at all (a few steps whose times the prompt and context features absorb): a model
+    that prices decoding at zero would predict nonsense, so there is none.
+    """
     if len(sample) < len(_FEATURES) + 1:
-        raise UsageError(f"step fit: {len(sample)} busy steps, need at least {len(_FEATURES) + 1}")
+        raise StepFitError(f"step fit: {len(sample)} busy steps, need at least {len(_FEATURES) + 1}")
     coefficients, _ = nnls(_design(sample), sample.seconds)
-    cost = LinearStepCost(*(float(c) for c in coefficients))
+    try:
+        cost = LinearStepCost(*(float(c) for c in coefficients))
+    except ValueError as exc:
+        raise StepFitError(f"step fit on {len(sample)} busy steps: {exc}") from None
     predicted = modelled_seconds(cost, sample)
     residual = sample.seconds - predicted
     total = float(np.sum((sample.seconds - sample.seconds.mean()) ** 2))

@@ -14,6 +14,7 @@ gap in the (held-out) naive runs of the server.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ import pandas as pd
 from harness.analysis.gap import Prediction, predict_for_run, spread_level
 from harness.analysis.levels import Level
 from harness.analysis.rundir import RunData
-from harness.analysis.step_fit import StepFit, StepSample, busy_steps, fit_step_cost, mean_idle_gap
+from harness.analysis.step_fit import StepFit, StepFitError, StepSample, busy_steps, fit_step_cost, mean_idle_gap
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,15 @@ def fit_server_model(runs: Sequence[RunData]) -> ServerStepModel:
 
 
 def server_models(runs: Sequence[RunData]) -> list[ServerStepModel]:
-    """One model per server, fitted on all of its runs that have engine steps: the report's constants."""
-    return [fit_server_model(members) for members in _by_server(runs).values()]
+    """One model per server, fitted on all of its runs that have engine steps: the report's constants.
+
+    A server whose steps cannot fit a model (step_fit.StepFitError) has none.
+    """
+    models = []
+    for members in _by_server(runs).values():
+        with contextlib.suppress(StepFitError):
+            models.append(fit_server_model(members))
+    return models
 
 
 def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
@@ -77,7 +85,10 @@ def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
             cells.setdefault(_cell(run), []).append(run)
         for cell, cell_runs in cells.items():
             others = [run for run in members if _cell(run) != cell]
-            model = fit_server_model(others or cell_runs)
+            try:
+                model = fit_server_model(others or cell_runs)
+            except StepFitError:
+                continue  # too few or too odd steps for a model: these runs get no prediction
             held_out = bool(others)
             if cell[0] == "naive" and not any(run.manifest.system == "naive" for run in others):
                 # No other naive cell to learn the client's turnaround from: this cell's own, in sample.

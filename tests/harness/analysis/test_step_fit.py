@@ -11,8 +11,14 @@ import pytest
 from harness.analysis.engine import engine_metrics
 from harness.analysis.simulate import simulate
 from harness.analysis.step_cost import LinearStepCost
-from harness.analysis.step_fit import StepSample, busy_steps, fit_step_cost, idle_gaps, mean_idle_gap
-from harness.errors import UsageError
+from harness.analysis.step_fit import (
+    StepFitError,
+    StepSample,
+    busy_steps,
+    fit_step_cost,
+    idle_gaps,
+    mean_idle_gap,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engine_steps"
 TRUE = LinearStepCost(overhead_s=0.003, per_sequence_s=0.0002, per_prefill_token_s=5e-5, per_context_token_s=4e-7)
@@ -98,8 +104,18 @@ def test_cycles_are_taken_in_time_order():
 
 
 def test_fit_refuses_too_few_steps():
-    with pytest.raises(UsageError, match="busy steps"):
+    with pytest.raises(StepFitError, match="busy steps"):
         fit_step_cost(StepSample.concat([busy_steps(synthetic(TRUE, n=3))]))
+
+
+def test_fit_refuses_steps_that_leave_decoding_free():
+    # Step times that only the context explains: the fit puts nothing on overhead or sequences.
+    sample = StepSample(
+        running=np.full(6, 4), prefill_tokens=np.zeros(6), context_tokens=np.arange(10, 70, 10),
+        seconds=np.arange(0.001, 0.0065, 0.001),
+    )
+    with pytest.raises(StepFitError, match="both zero"):
+        fit_step_cost(sample)
 
 
 def test_real_engine_steps_fitted_at_small_batches_predict_batch_16():
