@@ -28,7 +28,7 @@ lint: setup
 	$(PY) -m mypy
 
 test: lint
-	$(PY) -m pytest -ra tests
+	$(PY) -m pytest -ra --durations=30 tests
 
 reproduce: setup
 	$(VENV)/bin/batchbench reproduce
