@@ -225,7 +225,7 @@ class GpuSampler:
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as exc:
-            return f"NVML did not start ({exc}): no NVIDIA driver on this machine?"
+            return f"NVML did not start ({exc}): no NVIDIA driver on this machine"
         try:
             count = nvml.nvmlDeviceGetCount()
             devices = [

@@ -158,7 +158,7 @@ def test_nvml_errors_mid_run_are_recorded_in_their_rows_and_sampling_goes_on(tmp
 @pytest.mark.parametrize(("nvml", "reason"), [
     (lambda: FakeNvml([]), "NVML sees no GPU on this machine"),
     (lambda: FakeNvml([], init_error=FakeNvmlError(9, "Driver Not Loaded")),
-     "NVML did not start (Driver Not Loaded): no NVIDIA driver on this machine?"),
+     "NVML did not start (Driver Not Loaded): no NVIDIA driver on this machine"),
 ])
 def test_no_gpu_is_one_line_and_no_samples(nvml, reason, sampler_time):
     time_ = sampler_time(horizon_s=1.0)
