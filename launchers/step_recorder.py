@@ -145,7 +145,7 @@ class StepRecorder(SchedulerMixinBase):
             self._note_ended()
             step.stale.update(rid for rid in self._ended if rid in scheduler_output.num_scheduled_tokens)
         result = super().update_from_output(scheduler_output, model_runner_output)
-        if step is None or step.output is not scheduler_output:
+        if step is None:
             return result
         step.row["end"] = ended
         step.row["finished"] = self._finished_in(step)
@@ -182,8 +182,7 @@ class StepRecorder(SchedulerMixinBase):
         )
         for other in self._open_steps.values():
             if other is not step:
-                ids = other.output.num_scheduled_tokens
-                other.stale.update(rid for rid in self._ended if rid in ids)
+                other.stale.update(rid for rid in self._ended if rid in other.output.num_scheduled_tokens)
         self._ended.difference_update(finished)
         self._ends_written.update(finished)
         if self._prefilling:

@@ -1,4 +1,4 @@
-"""Shared fixtures: a private results history, real vLLM servers (one at a time), a streaming helper."""
+"""Shared fixtures: a private results history, real vLLM servers (one at a time), faults, a browser."""
 
 from __future__ import annotations
 
@@ -7,15 +7,10 @@ import json
 import os
 import shutil
 import subprocess
-import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 
-from harness.driver.sse import SSEDecoder
 from launchers import Mode, ServerHandle, ServerSpec, start
 
 
@@ -86,82 +81,6 @@ def servers(tmp_path_factory):
     pool = ServerPool(tmp_path_factory.mktemp("servers"))
     yield pool
     pool.close()
-
-
-@dataclass
-class StreamedCompletion:
-    """Client-side timings of one streamed completion (time.time() clock)."""
-
-    sent: float
-    first_token: float | None = None
-    end: float | None = None
-    completion_tokens: int = 0
-    token_times: list[float] = field(default_factory=list)
-
-
-def stream_completion(
-    client: httpx.Client,
-    model: str,
-    prompt: str,
-    tokens: int,
-    result: StreamedCompletion | None = None,
-    request_id: str | None = None,
-) -> StreamedCompletion:
-    """Send one streamed completion of exactly `tokens` tokens and time it.
-
-    Pass `result` to watch the timings fill in from another thread while it streams, and
-    `request_id` (an X-Request-Id) to find the request in the engine's step log.
-    """
-    body = {
-        "model": model,
-        "prompt": prompt,
-        "max_tokens": tokens,
-        "min_tokens": tokens,
-        "ignore_eos": True,
-        "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-    result = result or StreamedCompletion(sent=0.0)
-    result.sent = time.time()
-    decoder = SSEDecoder()
-    headers = {"X-Request-Id": request_id} if request_id else {}
-    with client.stream("POST", "/v1/completions", json=body, headers=headers, timeout=120) as response:
-        response.raise_for_status()
-        for chunk in response.iter_raw():
-            now = time.time()
-            for event in decoder.feed(chunk):
-                usage = event.get("usage") or {}
-                produced = usage.get("completion_tokens", result.completion_tokens)
-                if produced > result.completion_tokens:
-                    result.first_token = result.first_token or now
-                    result.token_times += [now] * (produced - result.completion_tokens)
-                    result.completion_tokens = produced
-    result.end = time.time()
-    return result
-
-
-@pytest.fixture
-def streamer():
-    return stream_completion
-
-
-@pytest.fixture
-def stream_result():
-    """A factory of empty StreamedCompletion objects to pass into `streamer`."""
-    return lambda: StreamedCompletion(sent=0.0)
-
-
-def run_in_thread(fn, *args) -> tuple[threading.Thread, list]:
-    """Run fn(*args) in a thread; its return value lands in the returned list."""
-    box: list = []
-    thread = threading.Thread(target=lambda: box.append(fn(*args)), daemon=True)
-    thread.start()
-    return thread, box
-
-
-@pytest.fixture
-def threaded():
-    return run_in_thread
 
 
 fault_proxy = load_test_module(Path(__file__).with_name("fault_proxy.py"), "fault_proxy")
