@@ -46,6 +46,28 @@ def async_on_cpu_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": async_on_cpu_pythonpath()}
 
 
+# How a test marked `ends_pooled_server` ends the pooled server, in the order such tests run,
+# all after the tests that only share it.
+POOL_ENDINGS = (
+    "stops",  # stops it, or stops and resumes it
+    "own_servers",  # closes it and starts servers of its own
+    "kills",  # starts it again, then kills it
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that end the pooled server run after every test that only shares it.
+
+    A start costs tens of seconds on two cores; in file order, each test that stops the
+    pooled server between two that share it would make the second start it again.
+    """
+    def rank(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("ends_pooled_server")
+        return 0 if marker is None else 1 + POOL_ENDINGS.index(marker.args[0])
+
+    items.sort(key=rank)  # stable: file order within a rank
+
+
 class ServerPool:
     """Hands out real servers by (mode, B, batch_wait_s), keeping at most one alive.
 

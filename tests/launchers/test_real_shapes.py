@@ -1,9 +1,11 @@
-"""A GPU profile's real shapes on the CPU, layers cut: prepare-model, run in both modes, analyze.
+"""A GPU profile's real shapes on the CPU, layers cut: prepare-model, a static run, analyze.
 
 Llama-3.1-8B with one decoder layer keeps its 128,256-token vocabulary, GQA heads, bf16
 and its tokenizer config, so this is where the dummy-weights path, a large vocabulary
-and the CPU context cap meet a real server. OPT-13B is left to the unit tests: a second
-pair of server starts would double this test's time for no path Llama does not take.
+and the CPU context cap meet a real server. One server, in static mode: its scheduler is
+the recorder's with static admission on top, so it takes every path continuous mode takes
+and more. OPT-13B is left to the unit tests: a second server start would double this
+test's time for no path Llama does not take.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from launchers import MODES
 from launchers.cpu_dtype import cpu_flags, cpu_serving_dtype
 
 pytestmark = pytest.mark.server
@@ -41,8 +42,9 @@ def batchbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
-def test_llama_shapes_with_one_layer_serve_and_run_in_both_modes(servers, tmp_path):
-    servers.close()  # no pooled server beside this test's two
+@pytest.mark.ends_pooled_server("own_servers")
+def test_llama_shapes_with_one_layer_serve_a_static_run(servers, tmp_path):
+    servers.close()  # no pooled server beside this test's own
     prepared = batchbench("prepare-model", MODEL)
     assert prepared.returncode == 0, prepared.stderr[-2000:]
     directory = Path(prepared.stdout.split(" (")[0].strip())
@@ -53,47 +55,37 @@ def test_llama_shapes_with_one_layer_serve_and_run_in_both_modes(servers, tmp_pa
     workload.write_text(WORKLOAD)
     # bfloat16 where this CPU computes in it, else float32 (launchers.cpu_dtype).
     dtype = cpu_serving_dtype("bfloat16", cpu_flags())
-    runs = {mode: tmp_path / "runs" / mode for mode in MODES}
-    # Both modes at once: a start is mostly Python importing in three processes, and this
-    # test checks shapes and exact lengths, which sharing the cores does not change.
+    out = tmp_path / "runs" / "static"
     # Eager: torch.compile of a new shape costs ~45 s per start on a cold cache.
-    logs = {mode: (tmp_path / f"{mode}.stderr").open("w") for mode in MODES}
-    launched = {
-        mode: subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "run", "--workload", str(workload), "--launch", mode,
-             "--model", MODEL, "--max-num-seqs", "4", "--out", str(out), "--no-warmup", "--no-history",
-             "--vllm-arg=--enforce-eager"],
-            stdout=subprocess.DEVNULL, stderr=logs[mode],
-        )
-        for mode, out in runs.items()
-    }
-    for mode, out in runs.items():
-        launched[mode].wait(timeout=600)
-        logs[mode].close()
-        stderr = Path(logs[mode].name).read_text()
-        assert launched[mode].returncode == 0, stderr[-3000:]
-        # The run counted its prompts with the server's /tokenize, not only the local tokenizer.
-        assert "no /tokenize" not in stderr
-        assert f"model {MODEL}: profile llama-3.1-8b, 1 of 32 layers, dtype {dtype}" in stderr
-        rows = pd.read_parquet(out / "records.parquet")
-        assert rows.ok.all() and not rows.length_mismatch.any()
-        assert list(rows.sort_values("request_id").completion_tokens) == [2, 3, 5, 6]
-        assert (rows.completion_tokens == rows.planned_output_tokens).all()
-        assert (rows.usage_completion_tokens == rows.completion_tokens).all()
-        assert (rows.prompt_tokens == 24).all()
+    launched = batchbench("run", "--workload", str(workload), "--launch", "static", "--model", MODEL,
+                          "--max-num-seqs", "4", "--out", str(out), "--no-warmup", "--no-history",
+                          "--vllm-arg=--enforce-eager")
+    stderr = launched.stderr
+    assert launched.returncode == 0, stderr[-3000:]
+    # The run counted its prompts with the server's /tokenize, not only the local tokenizer.
+    assert "no /tokenize" not in stderr
+    assert f"model {MODEL}: profile llama-3.1-8b, 1 of 32 layers, dtype {dtype}" in stderr
+    rows = pd.read_parquet(out / "records.parquet")
+    assert rows.ok.all() and not rows.length_mismatch.any()
+    assert list(rows.sort_values("request_id").completion_tokens) == [2, 3, 5, 6]
+    assert (rows.completion_tokens == rows.planned_output_tokens).all()
+    assert (rows.usage_completion_tokens == rows.completion_tokens).all()
+    assert (rows.prompt_tokens == 24).all()
+    # The step log holds every token the 128k-vocabulary model sampled, and each admission once.
+    steps = pd.read_parquet(out / "steps.parquet")
+    assert steps.generated_tokens.sum() == 16 and sorted(steps.admitted.explode().dropna()) == [0, 1, 2, 3]
 
-        manifest = json.loads((out / "manifest.json").read_text())
-        server = manifest["server"]
-        argv = server["argv"]
-        assert manifest["model"] == MODEL and server["mode"] == mode
-        assert (server["profile"], server["layers"], server["dtype"]) == ("llama-3.1-8b", 1, dtype)
-        assert argv[argv.index("--dtype") + 1] == dtype
-        assert argv[argv.index("--load-format") + 1] == "dummy"
-        assert argv[argv.index("--max-model-len") + 1] == "4096"
-        assert server["model_path"] == str(directory)
+    manifest = json.loads((out / "manifest.json").read_text())
+    server = manifest["server"]
+    argv = server["argv"]
+    assert manifest["model"] == MODEL and server["mode"] == "static"
+    assert (server["profile"], server["layers"], server["dtype"]) == ("llama-3.1-8b", 1, dtype)
+    assert argv[argv.index("--dtype") + 1] == dtype
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    assert argv[argv.index("--max-model-len") + 1] == "4096"
+    assert server["model_path"] == str(directory)
 
     report = tmp_path / "report"
-    analyzed = batchbench("analyze", *map(str, runs.values()), "--out", str(report))
+    analyzed = batchbench("analyze", str(out), "--out", str(report))
     assert analyzed.returncode == 0, analyzed.stderr[-3000:]
-    text = (report / "report.md").read_text()
-    assert "continuous" in text and "static" in text
+    assert "static" in (report / "report.md").read_text()

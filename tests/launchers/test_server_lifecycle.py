@@ -16,6 +16,7 @@ from launchers import ServerSpec, start
 pytestmark = pytest.mark.server
 
 
+@pytest.mark.ends_pooled_server("stops")
 def test_stop_leaves_no_process_of_the_group(servers):
     server = servers.get("continuous", 4)
     pids = server.processes()
@@ -33,9 +34,11 @@ def test_stop_leaves_no_process_of_the_group(servers):
     assert alive == []
 
 
+@pytest.mark.ends_pooled_server("own_servers")
 def test_engine_crash_is_reported_not_hung(servers, tmp_path):
     servers.close()
-    with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=2), log_dir=tmp_path) as server:
+    # B = 4, as the pooled server: its compiled graphs are cached, so this start skips compiling.
+    with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=4), log_dir=tmp_path) as server:
         engine = next(p for p in map(psutil.Process, server.processes()) if "EngineCor" in p.name())
         os.kill(engine.pid, signal.SIGKILL)
         deadline = time.monotonic() + 60
@@ -47,6 +50,7 @@ def test_engine_crash_is_reported_not_hung(servers, tmp_path):
     assert server.processes() == []
 
 
+@pytest.mark.ends_pooled_server("own_servers")
 def test_failed_start_up_quotes_the_log_and_leaves_nothing(servers, tmp_path):
     servers.close()
     before = {p.pid for p in psutil.process_iter()}

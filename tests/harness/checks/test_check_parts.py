@@ -11,7 +11,14 @@ from harness.checks.device import H200, FoundGpu, check_fits, parse_query, predi
 from harness.checks.modes import judge
 from harness.checks.recorder import MAX_COST, order
 from harness.checks.reproduction import PREDICTION_TOLERANCE, Deviation, Spread, deviations
-from harness.checks.rows import counter_rows, mode_row, ordering_row, prediction_rows, recorder_row
+from harness.checks.rows import (
+    counter_rows,
+    mode_row,
+    ordering_row,
+    prediction_rows,
+    recorder_row,
+    skipped_recorder_row,
+)
 from harness.checks.sizes import CPU, GPU
 from harness.telemetry import sum_series
 from harness.workload import load_specs
@@ -98,6 +105,9 @@ def test_where_the_ab_cannot_resolve_the_limit_the_recorder_row_is_reported_not_
     costly = recorder_row(Estimate(0.90, 0.85, 0.95, 3, "x"), 3, decides=False)
     assert costly.status == "skip" and costly.measured == pytest.approx(10.0)
     assert "not judged on the CPU" in costly.explanation
+    skipped = skipped_recorder_row()
+    assert skipped.status == "skip" and skipped.passed and skipped.measured is None and skipped.figure() == "-"
+    assert "--recorder-ab" in skipped.explanation and "recorder-cost.md" in skipped.explanation
 
 
 def test_measured_against_paper_within_the_tolerance_either_way():

@@ -169,6 +169,7 @@ def test_the_api_key_is_sent_and_never_written(servers, faulty, workload, tmp_pa
     assert key not in result.stdout + result.stderr
 
 
+@pytest.mark.ends_pooled_server("stops")
 def test_a_stopped_server_stalls_every_request_into_a_failed_row(servers, workload, tmp_path):
     server = servers.get("continuous", 4)
     slow = tmp_path / "slow.yaml"
@@ -189,8 +190,8 @@ def test_a_stopped_server_stalls_every_request_into_a_failed_row(servers, worklo
         os.killpg(server.pid, signal.SIGSTOP)
         _, stderr = process.communicate(timeout=300)
     finally:
+        # Resumed, the server serves on: the tests after this one share it.
         os.killpg(server.pid, signal.SIGCONT)
-        servers.close()
     assert process.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr
     rows = pd.read_parquet(out / "records.parquet")

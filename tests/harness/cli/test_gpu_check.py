@@ -25,7 +25,9 @@ from harness.checks.verdict import VERDICT_JSON, VERDICT_MARKDOWN
 pytestmark = pytest.mark.server
 
 
-def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(tmp_path, async_on_cpu_env):
+@pytest.mark.ends_pooled_server("own_servers")
+def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(servers, tmp_path, async_on_cpu_env):
+    servers.close()  # the check starts its own servers; the pooled one would share the cores
     out = tmp_path / "verdict"
     command = [sys.executable, "-m", "harness.cli", "gpu-check", "--model", "tiny", "--async-scheduling",
                "--out", str(out)]
@@ -40,9 +42,9 @@ def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(tmp_path
     for counted in ("steps", "generated tokens", "prompt tokens"):
         row = rows[f"step log vs vLLM: {counted}"]
         assert row["status"] == "pass" and row["measured"] <= MAX_DIFFERENCE * 100, row
-    # Reported, not judged, on the CPU (harness.checks.sizes.CPU.recorder_decides).
+    # No A/B on the CPU (harness.checks.sizes.CPU.recorder_ab): no plain server was started.
     cost = rows["step recorder cost"]
-    assert cost["status"] == "skip" and cost["interval"][0] <= cost["measured"] <= cost["interval"][1], cost
+    assert cost["status"] == "skip" and cost["measured"] is None and "A/B not run" in cost["explanation"], cost
     assert rows["client not bound"]["measured"] == 0
     order = rows["engine call order"]
     assert order["status"] == "pass" and order["measured"] >= 50 and "batch queue" in order["explanation"], order
@@ -54,3 +56,6 @@ def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(tmp_path
     assert f"gpu-check {headline}" in result.stdout
     assert (out / VERDICT_MARKDOWN).read_text().startswith(f"# gpu-check: {headline}")
     assert sorted(path.name for path in out.iterdir()) == ["runs", "servers", VERDICT_JSON, VERDICT_MARKDOWN]
+    assert sorted(path.name for path in (out / "servers").iterdir()) == ["recorded", "static"]
+    recorder_runs = sorted(path.name for path in (out / "runs").iterdir() if path.name.startswith("recorder-"))
+    assert recorder_runs == [f"recorder-recorded-r{i}" for i in range(1, CPU.recorder_pairs + 1)]

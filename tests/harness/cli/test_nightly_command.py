@@ -21,7 +21,7 @@ SUITE = """\
 kind: suite
 name: test-night
 workloads: [night-small.yaml]
-systems: [continuous, static]
+systems: [continuous, naive]
 trials: 3
 server: {model: tiny, max_num_seqs: 4}
 gate: {extra_trials: 1}
@@ -29,8 +29,11 @@ gate: {extra_trials: 1}
 
 
 @pytest.mark.server
+@pytest.mark.ends_pooled_server("own_servers")
 def test_a_night_of_short_runs_is_inconclusive_after_its_extra_round_and_recorded(servers, tmp_path):
-    servers.close()  # the night launches its own two servers; a third would share the cores
+    # Naive runs on the continuous server, so the night starts one server, not two;
+    # the pooled one would share the cores.
+    servers.close()
     (tmp_path / "night-small.yaml").write_text(WORKLOAD)
     (tmp_path / "suite.yaml").write_text(SUITE)
     out, history, junit = tmp_path / "night", tmp_path / "history.sqlite", tmp_path / "gate.xml"
@@ -45,11 +48,11 @@ def test_a_night_of_short_runs_is_inconclusive_after_its_extra_round_and_recorde
     assert "Traceback" not in night.stderr and "extra round 1 of 1" in night.stderr
     assert night.stdout.rstrip().endswith("-> exit 3") and "0 usable candidate trials, fewer than 3" in night.stdout
     runs = sorted(path.name for path in (out / "runs").iterdir())
-    assert runs == [f"{system}-night-small-r{i}" for system in ("continuous", "static") for i in range(1, 5)]
+    assert runs == [f"{system}-night-small-r{i}" for system in ("continuous", "naive") for i in range(1, 5)]
     with sqlite3.connect(history) as db:
         rows = db.execute("SELECT system, source, accepted, batch_id, stable FROM trials").fetchall()
     # --accept takes the night into future baselines whatever the verdict.
-    assert sorted(rows) == sorted([(system, "nightly", 1, "night", 0) for system in ("continuous", "static")] * 4)
+    assert sorted(rows) == sorted([(system, "nightly", 1, "night", 0) for system in ("continuous", "naive")] * 4)
     suite = ET.parse(junit).getroot()
     assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("2", "2", "0")
     # Every reason is in the XML; the terminal table shows the first.

@@ -142,6 +142,7 @@ def test_wrong_model_name(servers, workload, tmp_path):
 
 
 @pytest.mark.server
+@pytest.mark.ends_pooled_server("kills")
 def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
     server = servers.get("continuous", 4)
     path = tmp_path / "long.yaml"
@@ -172,6 +173,7 @@ def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
 
 
 @pytest.mark.server
+@pytest.mark.ends_pooled_server("own_servers")
 def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers, tmp_path):
     servers.close()  # this run launches its own server; two would share the cores
     path = tmp_path / "long.yaml"
