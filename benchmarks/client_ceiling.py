@@ -41,11 +41,11 @@ import numpy as np
 import psutil
 
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
 from harness.calibration import DEFAULT_MODEL
 from harness.calibration.__main__ import READY_LINE
-from harness.manifest import RunManifest
-from harness.records import MANIFEST_FILE
+from harness.rundir.manifest import RunManifest
+from harness.rundir.reader import load_run
+from harness.rundir.records import MANIFEST_FILE
 from harness.telemetry import parse_metrics
 from launchers import resolve_model
 

@@ -56,9 +56,9 @@ import pandas as pd
 
 from harness.analysis.engine import engine_metrics, request_spans
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
 from harness.analysis.stats import paired_ratio_ci
 from harness.driver.steps import StepLogCursor, step_record
+from harness.rundir.reader import load_run
 from harness.telemetry import sum_series
 from harness.workload import build_plan, load_spec
 from launchers import ServerSpec, resolve_model, start

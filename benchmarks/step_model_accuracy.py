@@ -29,9 +29,9 @@ from pathlib import Path
 from harness.analysis.engine import engine_metrics, front_end_starved_share
 from harness.analysis.gap import predict_for_run, spread_level
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import RunData, load_run
 from harness.analysis.step_predict import predict_held_out, server_key, server_models
-from harness.records import MANIFEST_FILE
+from harness.rundir.reader import RunData, load_run
+from harness.rundir.records import MANIFEST_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 0.10

@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.manifest import GpuTelemetry
-from harness.records import GPU_FIELDS, GPU_FILE, GPU_SCHEMA
+from harness.rundir.manifest import GpuTelemetry
+from harness.rundir.records import GPU_FIELDS, GPU_FILE, GPU_SCHEMA
 
 DEFAULT_INTERVAL_S = 0.25
 # NVML's return code for a query the device does not implement (e.g. the energy counter before Volta).
@@ -71,7 +71,7 @@ class GpuSample:
 
 
 GPU_COLUMNS = tuple(GpuSample.__dataclass_fields__)
-# The schema (harness.records) is the reference; the sampler follows it.
+# The schema (harness.rundir.records) is the reference; the sampler follows it.
 assert tuple(GPU_FIELDS) == GPU_COLUMNS, "sampler out of step with the GPU schema"
 
 

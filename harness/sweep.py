@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.driver.distributed.shard import ClusterSpec, check_workers
 from harness.driver.endpoint import EndpointInfo, warm_up
 from harness.driver.runner import RunRequest, execute
 from harness.driver.runner import logger as run_logger
-from harness.driver.shard import ClusterSpec, check_workers
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.driver.work import DEFAULT_MAX_USERS, user_count
 from harness.workload import WorkloadSpec, build_plan

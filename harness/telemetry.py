@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.records import TELEMETRY_FIELDS
+from harness.rundir.records import TELEMETRY_FIELDS
 
 # Sample name in /metrics -> column name in telemetry tables.
 GAUGES = {
@@ -47,7 +47,7 @@ class TelemetrySample:
 
 
 TELEMETRY_COLUMNS = tuple(TelemetrySample.__dataclass_fields__)
-# The schema (harness.records) is the reference; the sampler follows it.
+# The schema (harness.rundir.records) is the reference; the sampler follows it.
 assert tuple(TELEMETRY_FIELDS) == TELEMETRY_COLUMNS, "sampler out of step with the telemetry schema"
 
 

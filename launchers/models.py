@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
 from harness.errors import UsageError
+from harness.paper.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
 from harness.settings import Settings
 from launchers.cpu_dtype import cpu_flags, cpu_serving_dtype
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from harness.analysis.cells import AssessedRun, assess_run
 from harness.analysis.gap import GapEntry
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import RunData, load_run
 from harness.analysis.speed import RunTiming, normalise
 from harness.analysis.step_fit import StepFit
 from harness.analysis.step_predict import FittedPrediction, predict_held_out
+from harness.rundir.reader import RunData, load_run
 
 
 @dataclass(frozen=True)

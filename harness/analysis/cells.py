@@ -22,9 +22,9 @@ from harness.analysis.gap import GapEntry
 from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
 from harness.analysis.levels import Level, is_cap
 from harness.analysis.metrics import RunMetrics
-from harness.analysis.rundir import RunData
 from harness.analysis.speed import SpeedNormalised
 from harness.analysis.stats import Estimate, median_ci, paired_ratio_ci, unpaired_ratio_ci
+from harness.rundir.reader import RunData
 
 HEADLINE_RATIOS = (("continuous", "static"), ("continuous", "naive"))
 

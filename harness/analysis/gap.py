@@ -19,13 +19,13 @@ from pydantic import BaseModel
 
 from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import RunMetrics
-from harness.analysis.simulate import simulate
-from harness.analysis.step_cost import StepCost
 from harness.errors import UsageError
+from harness.paper.simulate import simulate
+from harness.paper.step_cost import StepCost
 from harness.systems import SYSTEMS, SystemName
 
 if TYPE_CHECKING:
-    from harness.analysis.rundir import RunData
+    from harness.rundir.reader import RunData
 
 RATIOS: tuple[tuple[SystemName, SystemName], ...] = (
     ("continuous", "static"),

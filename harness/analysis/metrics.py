@@ -1,6 +1,6 @@
 """Per-run metrics: what one run's tables say about its throughput and latency.
 
-Pure functions over the tables of harness/records.py; no I/O. The definitions:
+Pure functions over the tables of harness/rundir/records.py; no I/O. The definitions:
 
 - Window and makespan: from the first `sent_s` to the last `end_s` of the ok requests.
   Every rate below divides by the makespan; failed requests add nothing to any rate.
@@ -59,7 +59,7 @@ from harness.analysis.energy import GpuMetrics, gpu_metrics
 from harness.workload.spec import Slo
 
 if TYPE_CHECKING:
-    from harness.analysis.rundir import RunData
+    from harness.rundir.reader import RunData
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from harness.analysis.step_cost import LinearStepCost
+from harness.paper.step_cost import LinearStepCost
 
 # Each feature column of the fit, in the order of LinearStepCost's coefficients after
 # the overhead.

@@ -23,8 +23,8 @@ import pandas as pd
 
 from harness.analysis.gap import Prediction, predict_for_run, spread_level
 from harness.analysis.levels import Level
-from harness.analysis.rundir import RunData
 from harness.analysis.step_fit import StepFit, StepFitError, StepSample, busy_steps, fit_step_cost, mean_idle_gap
+from harness.rundir.reader import RunData
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.calibration.null_stream import CALIBRATION_OWNER
-from harness.manifest import RunManifest
+from harness.rundir.manifest import RunManifest
 
 CALIBRATION_SERVER_NAME = "batchbench-calibration-null-stream (not a server)"
 

@@ -16,7 +16,7 @@ from harness.analysis.cells import assess_run
 from harness.analysis.gap import GapEntry
 from harness.analysis.health import CLIENT_BOUND_CHECKS, Check
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
+from harness.rundir.reader import load_run
 
 
 @dataclass(frozen=True)

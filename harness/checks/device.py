@@ -1,4 +1,4 @@
-"""Which GPU this machine has, and the on-paper setup (harness.analysis.gpu_setups) it is predicted on.
+"""Which GPU this machine has, and the on-paper setup (harness.paper.gpu_setups) it is predicted on.
 
 The GPU is found by name through `nvidia-smi` (it comes with every NVIDIA driver, and
 asking it costs no CUDA context in this process). No GPU, or no `nvidia-smi`: None.
@@ -15,8 +15,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from harness.analysis.gpu_setups import SEED_LLAMA_3_1_8B_H100, Constant, GpuSetup
-from harness.analysis.physics import (
+from harness.paper.gpu_setups import SEED_LLAMA_3_1_8B_H100, Constant, GpuSetup
+from harness.paper.physics import (
     A100_40GB,
     A100_80GB,
     H100_SXM_80GB,

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
 from harness.analysis.stats import Estimate, paired_ratio_ci
 from harness.errors import ServerError
+from harness.rundir.reader import load_run
 
 if TYPE_CHECKING:
     from harness.driver.runner import RunRequest

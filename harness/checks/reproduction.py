@@ -2,7 +2,7 @@
 
 Throughput is Anyscale's (prompt + useful tokens) per second of makespan
 (harness.analysis.metrics `total_tok_s`), the figure the on-paper prediction
-(harness.analysis.gpu_predict) gives for continuous and static at B. The naive
+(harness.paper.gpu_predict) gives for continuous and static at B. The naive
 system has no prediction, only a floor, so it is compared with nothing but the others.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.gpu_predict import predict_workload
-from harness.analysis.gpu_setups import GpuSetup
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
+from harness.paper.gpu_predict import predict_workload
+from harness.paper.gpu_setups import GpuSetup
+from harness.rundir.reader import load_run
 from harness.systems import SYSTEMS, SystemName
 from harness.workload import WorkloadSpec
 

@@ -157,7 +157,7 @@ def prediction_rows(found: Sequence[Deviation], gpu: str) -> list[CheckRow]:
             rule="|x|<=",
             threshold=PREDICTION_TOLERANCE * PERCENT,
             unit="%",
-            explanation=f"measured vs predicted tok/s: {listed} (harness.analysis.gpu_predict)",
+            explanation=f"measured vs predicted tok/s: {listed} (harness.paper.gpu_predict)",
         ))
     return rows
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.rundir import load_run
 from harness.checks import modes, recorder, rows
 from harness.checks.call_order import call_order
 from harness.checks.client import client_bound
@@ -39,6 +38,7 @@ from harness.checks.verdict import CheckRow, Verdict
 from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
 from harness.driver.runner import RunRequest
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
+from harness.rundir.reader import load_run
 from harness.settings import Settings
 from harness.sweep import SweepCell, SweepTarget, run_cells
 from harness.systems import SystemName

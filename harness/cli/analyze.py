@@ -25,8 +25,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.analysis.rundir import find_run_dirs
     from harness.report.assemble import assemble_report
+    from harness.rundir.reader import find_run_dirs
 
     if args.out.is_dir() and any(args.out.iterdir()) and not (args.out / "report.md").is_file():
         raise UsageError(f"--out: {args.out} holds something other than an earlier report: choose a new directory")

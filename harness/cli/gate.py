@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.gate_publish import GateDestinations
 from harness.gate.compare import METRIC_CHOICES
-from harness.gate.publish import GateDestinations
 from harness.settings import Settings
 
 
@@ -58,12 +58,12 @@ def destinations(args: argparse.Namespace, settings: Settings) -> GateDestinatio
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.cli.gate_publish import publish
     from harness.gate.baselines import from_directory, from_history
     from harness.gate.compare import gate
-    from harness.gate.publish import publish
     from harness.gate.statistics import GateRule
-    from harness.gate.trials import trials_from_dir
     from harness.history import HistoryStore
+    from harness.history.from_dir import trials_from_dir
 
     settings = Settings.from_env()
     rule = GateRule(threshold=args.threshold, alpha=args.alpha, margin=args.margin)

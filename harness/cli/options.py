@@ -25,7 +25,7 @@ from pydantic import (
     field_validator,
 )
 
-from harness.driver.wire import parse_address
+from harness.driver.distributed.wire import parse_address
 from harness.errors import UsageError
 from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
 
@@ -85,7 +85,7 @@ ExistingDir = Annotated[str, AfterValidator(existing_directory)]
 
 
 def network_address(text: str) -> str:
-    """HOST[:PORT] with a host that resolves (harness.driver.wire.parse_address)."""
+    """HOST[:PORT] with a host that resolves (harness.driver.distributed.wire.parse_address)."""
     parse_address(text)
     return text
 

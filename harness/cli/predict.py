@@ -1,7 +1,7 @@
 """`batchbench predict`: a GPU setup's throughput on paper, per system, beside the published figures.
 
 No server, no GPU: the engine's schedule is simulated block by block and each step is
-priced from the hardware card (harness.analysis.gpu_predict). Prints Markdown.
+priced from the hardware card (harness.paper.gpu_predict). Prints Markdown.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from harness.errors import UsageError
 
 
 def add_parser(subparsers) -> None:
-    from harness.analysis.gpu_setups import GPUS, MODELS, SETUPS
+    from harness.paper.gpu_setups import GPUS, MODELS, SETUPS
 
     parser = subparsers.add_parser(
         "predict",
@@ -36,8 +36,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.analysis.gpu_predict import predict_workload, sensitivity
-    from harness.analysis.gpu_setups import find_setup
+    from harness.paper.gpu_predict import predict_workload, sensitivity
+    from harness.paper.gpu_setups import find_setup
     from harness.report.document import to_markdown
     from harness.report.prediction import prediction_blocks
     from harness.workload.spec import load_specs

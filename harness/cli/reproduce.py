@@ -91,9 +91,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.driver.distributed.shard import cluster_spec
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import require_new_dir
-    from harness.driver.shard import cluster_spec
     from harness.history import HistoryStore
     from harness.history.record import record
     from harness.report.assemble import assemble_report

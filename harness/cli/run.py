@@ -73,10 +73,10 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.analysis.assess import assess_run_dirs
     from harness.calibration.marking import calibration_server_info, is_calibration_owner
+    from harness.driver.distributed.shard import check_workers, cluster_spec
+    from harness.driver.distributed.wire import parse_address
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import RunRequest, execute, require_new_dir
-    from harness.driver.shard import check_workers, cluster_spec
-    from harness.driver.wire import parse_address
     from harness.driver.work import check_fits, user_count
     from harness.history import HistoryStore
     from harness.history.record import record

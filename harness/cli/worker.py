@@ -25,8 +25,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.driver.wire import parse_address
-    from harness.driver.worker import serve
+    from harness.driver.distributed.wire import parse_address
+    from harness.driver.distributed.worker import serve
 
     host, port = parse_address(args.master)
     return serve(host, port, args.connect_timeout_s)

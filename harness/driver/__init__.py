@@ -6,11 +6,8 @@ stream's tokens and verdict), `outcome` (failure kinds and the row of each reque
 `timeouts`, `endpoint` (checks, token counts, warm-up), `client_health`, `steps` (the
 engine's step log), `load` (the live load and its stopping), `tables` (a run's tables),
 `runner` (one run), `http_client` (the users' shared client), `interrupts` (Ctrl-C and
-SIGTERM unwind the main greenlet). Distributed runs
-(`--workers`): `shard` (who sends what), `wire` (master-worker messages), `clock`
-(worker clock offsets), `remote` (closed loops and waves handed out by the master),
-`cluster` (the master), `worker` (a worker process).
+SIGTERM unwind the main greenlet). Distributed runs (`--workers`) are in `distributed`.
 Nothing is re-exported here on purpose: importing `user`, `load`, `tables`, `runner`,
-`cluster` or `worker` imports Locust, which monkey-patches the whole process for gevent;
-only the `batchbench` CLI, which patches first, should do that.
+`distributed.cluster` or `distributed.worker` imports Locust, which monkey-patches the
+whole process for gevent; only the `batchbench` CLI, which patches first, should do that.
 """

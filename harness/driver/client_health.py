@@ -27,7 +27,7 @@ import gevent.os
 import numpy as np
 import psutil
 
-from harness.manifest import ClientHealth
+from harness.rundir.manifest import ClientHealth
 
 LAG_PROBE_INTERVAL_S = 0.05
 # The helper: its clock, as one little-endian double, every interval, until the pipe closes.

@@ -24,7 +24,7 @@ from harness.driver.work import NO_WAVE, WorkItem
 
 class WorkSource(Protocol):
     """Where a run's load users take their work: a Dispatcher, or a distributed worker's
-    proxy of the master's (harness.driver.remote)."""
+    proxy of the master's (harness.driver.distributed.remote)."""
 
     total: int
     completed: int

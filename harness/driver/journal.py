@@ -3,9 +3,9 @@
 Rows are appended to `records.jsonl` / `tokens.jsonl` and flushed to disk at least
 every `flush_interval_s` (on the next `add`, or by the runner's periodic `flush`), so
 a crash loses only the requests still in flight.
-`finalize()` converts the journals to the parquet tables of harness.records and
+`finalize()` converts the journals to the parquet tables of harness.rundir.records and
 removes them. A distributed run's workers hand their flushed lines to a `sink` instead
-(harness.driver.worker sends them to the master); the master appends each worker's lines
+(harness.driver.distributed.worker sends them to the master); the master appends each worker's lines
 to journals of its own (`append_lines`) and merges them all at the end (`finalize`'s
 `sources`), into the same two tables a single-process run writes.
 """
@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.records import RECORD_SCHEMA, RECORDS_FILE, TOKEN_SCHEMA, TOKENS_FILE
+from harness.rundir.records import RECORD_SCHEMA, RECORDS_FILE, TOKEN_SCHEMA, TOKENS_FILE
 
 RECORDS_JOURNAL = "records.jsonl"
 TOKENS_JOURNAL = "tokens.jsonl"

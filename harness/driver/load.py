@@ -18,7 +18,7 @@ from locust.runners import LocalRunner
 from harness.driver.client_health import ClientMonitor
 from harness.driver.tables import StoppedLoad
 from harness.driver.user import DriverContext, make_user_class
-from harness.manifest import ClientHealth
+from harness.rundir.manifest import ClientHealth
 from harness.telemetry import TelemetrySample, TelemetrySampler
 
 

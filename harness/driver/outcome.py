@@ -73,7 +73,7 @@ def record_row(
     usage: tuple[int, int],
     failure: Failure | None,
 ) -> dict[str, Any]:
-    """The records.parquet row of one request (columns: harness.records.RECORD_FIELDS).
+    """The records.parquet row of one request (columns: harness.rundir.records.RECORD_FIELDS).
 
     `usage` is the server's (prompt, completion) count, -1 where it gave none.
     """

@@ -17,23 +17,23 @@ from typing import Any
 
 import gevent
 
-from harness.driver.cluster import Cluster
 from harness.driver.dispatch import Dispatcher, WorkSource
+from harness.driver.distributed.cluster import Cluster
+from harness.driver.distributed.shard import ClusterSpec, check_workers
+from harness.driver.distributed.wire import Brief
 from harness.driver.endpoint import EndpointInfo, server_token_counter, warm_up
 from harness.driver.http_client import allow_open_files, load_client
 from harness.driver.journal import RunJournal
 from harness.driver.load import LiveLoad
-from harness.driver.shard import ClusterSpec, check_workers
 from harness.driver.steps import StepLogCursor
 from harness.driver.tables import RunTables, write_tables
 from harness.driver.timeouts import Timeouts
 from harness.driver.user import DriverContext
-from harness.driver.wire import Brief
 from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count
 from harness.errors import UsageError
 from harness.gpu_telemetry import GpuSampler, write_gpu_table
-from harness.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
-from harness.records import MANIFEST_FILE, PLAN_FILE
+from harness.rundir.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
+from harness.rundir.records import MANIFEST_FILE, PLAN_FILE
 from harness.telemetry import TelemetrySampler
 from harness.workload import RequestPlan, WorkloadSpec, build_plan, make_prompts
 
@@ -65,7 +65,7 @@ class RunRequest:
     warmup: bool = True
     ui: bool = False
     ui_port: int = 8089
-    # Several load processes under Locust's master (harness.driver.cluster); None: this process alone.
+    # Several load processes under Locust's master (harness.driver.distributed.cluster); None: this process alone.
     cluster: ClusterSpec | None = None
 
 
@@ -77,7 +77,7 @@ class RunOutcome:
     counts: RunCounts
     duration_s: float
     output_tokens_per_s: float
-    # What is wrong with the rows against the plan (harness.accounting); empty when they match.
+    # What is wrong with the rows against the plan (harness.rundir.accounting); empty when they match.
     row_problems: list[str] = field(default_factory=list)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from harness.records import STEP_SCHEMA
+from harness.rundir.records import STEP_SCHEMA
 
 # How long to wait for the engine's last lines: it writes them before it sends the last token.
 SETTLE_TIMEOUT_S = 2.0

@@ -17,13 +17,13 @@ from locust.env import Environment
 from locust.html import get_html_report
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from harness.accounting import row_problems
 from harness.driver.journal import JournalFiles, RunJournal
 from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
 from harness.driver.steps import StepLogCursor
 from harness.driver.work import WorkItem
-from harness.manifest import RunCounts
-from harness.records import RECORDS_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
+from harness.rundir.accounting import row_problems
+from harness.rundir.manifest import RunCounts
+from harness.rundir.records import RECORDS_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
 from harness.telemetry import TelemetrySample
 
 
@@ -56,7 +56,7 @@ class RunTables:
     counts: RunCounts
     # Rows of requests that finished (ok or failed), not of those answered for.
     kept: int
-    # What is wrong with the rows against the plan (harness.accounting); empty when they match.
+    # What is wrong with the rows against the plan (harness.rundir.accounting); empty when they match.
     problems: list[str]
 
 

@@ -1,7 +1,11 @@
-"""The regression gate's statistics: pure functions deciding pass, regression or inconclusive.
+"""The regression gate: pure functions deciding pass, regression or inconclusive.
 
 `statistics` judges a candidate's trials against a baseline's (decide -> Verdict);
-`power` measures, on simulated or resampled trials, how often that rule calls each outcome.
+`power` measures, on simulated or resampled trials, how often that rule calls each outcome;
+`compare` judges every configuration of a candidate; `baselines` picks each one's baseline
+sample, from pinned trials or from the HistoryStore it is handed; `output` formats the
+verdict. Nothing here opens a file: the candidate comes from harness.history.from_dir,
+and harness.cli.gate_publish writes the verdict out.
 """
 
 from harness.gate.power import OutcomeRates, log_residuals, resample_outcomes, simulate_outcomes

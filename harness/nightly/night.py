@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.analysis.assess import assess_run_dirs
+from harness.driver.distributed.shard import ClusterSpec
 from harness.driver.endpoint import load_tokenizer, probe_endpoint
-from harness.driver.shard import ClusterSpec
 from harness.gate.baselines import from_history
 from harness.gate.compare import GateResult, gate, group_by_config
 from harness.gate.statistics import GateRule

@@ -25,12 +25,12 @@ from harness.analysis.levels import level_name
 from harness.analysis.step_predict import server_models
 from harness.calibration.marking import is_calibration_run
 from harness.errors import UsageError
-from harness.manifest import RunManifest
 from harness.report.document import Block, Bullets, Paragraph
 from harness.report.facts import ReportExtras, ReportRun, gather_facts
 from harness.report.headline import cell_blocks, client_bound_blocks, headline_blocks, headline_summary
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_model import StepModelSummary
+from harness.rundir.manifest import RunManifest
 
 
 def assemble_report(

@@ -17,18 +17,18 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.analysis import physics
 from harness.analysis.engine import occupancy_steps
 from harness.analysis.gap import GapEntry, check_acceptance
-from harness.analysis.gpu_predict import WorkloadPrediction, predict_workload
-from harness.analysis.gpu_setups import GpuSetup, setup_for_profile
 from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
-from harness.analysis.rundir import RunData
-from harness.analysis.simulate import ScheduleResult, SlotSpan, StepTimeModel, simulate, slot_diagram
 from harness.errors import UsageError
-from harness.manifest import RunManifest
+from harness.paper import physics
+from harness.paper.gpu_predict import WorkloadPrediction, predict_workload
+from harness.paper.gpu_setups import GpuSetup, setup_for_profile
+from harness.paper.simulate import ScheduleResult, SlotSpan, StepTimeModel, simulate, slot_diagram
 from harness.report.step_model import StepModelSummary
+from harness.rundir.manifest import RunManifest
+from harness.rundir.reader import RunData
 from harness.systems import SYSTEMS, SystemName
 from harness.validation import describe_validation_error
 from harness.workload.spec import WorkloadSpec

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.manifest import RunManifest
 from harness.report.document import Block, Bullets, Heading, Paragraph, Table
 from harness.report.facts import ReportRun, unique
 from harness.report.format import num, pct
+from harness.rundir.manifest import RunManifest
 
 ABSENT_PREFIX = "no GPU telemetry: "
 RECORDED_BEFORE = ABSENT_PREFIX + "recorded before batchbench read GPUs"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.analysis.gpu_predict import SENSITIVITY_STEP, SensitivityRow, WorkloadPrediction
-from harness.analysis.gpu_setups import GpuSetup
-from harness.analysis.physics import kv_bytes_per_token
+from harness.paper.gpu_predict import SENSITIVITY_STEP, SensitivityRow, WorkloadPrediction
+from harness.paper.gpu_setups import GpuSetup
+from harness.paper.physics import kv_bytes_per_token
 from harness.report.document import Block, Bullets, Heading, Paragraph, Table
 from harness.report.format import ms, num, pct, times
 

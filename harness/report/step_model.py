@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.analysis.step_cost import LinearStepCost
 from harness.analysis.step_predict import ServerStepModel
+from harness.paper.step_cost import LinearStepCost
 
 # The context per sequence at which the report quotes a decode step: a 64-token
 # prompt (the CPU workloads') and 64 tokens generated.

@@ -17,7 +17,7 @@ import pytest
 
 from harness.analysis.energy import ENERGY_COUNTER, INTEGRATED_POWER, gpu_metrics
 from harness.gpu_telemetry import GPU_COLUMNS, NVML_ERROR_NOT_SUPPORTED, GpuSampler, write_gpu_table
-from harness.records import GPU_FILE
+from harness.rundir.records import GPU_FILE
 
 GIB = 2**30
 GPU_IS_LOST = 15

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.records import TELEMETRY_SCHEMA
+from harness.rundir.records import TELEMETRY_SCHEMA
 from harness.telemetry import TELEMETRY_COLUMNS, parse_metrics, sum_series
 
 EXPOSITION = """\

@@ -17,7 +17,7 @@ from harness.analysis.engine import (
     request_spans,
     step_seconds,
 )
-from harness.records import STEP_FIELDS
+from harness.rundir.records import STEP_FIELDS
 
 
 def steps_table(rows):

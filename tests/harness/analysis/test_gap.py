@@ -9,7 +9,7 @@ import pytest
 
 from harness.analysis.gap import GapEntry, Prediction, check_acceptance, gap_table, predict_for_run, spread_level
 from harness.analysis.metrics import Percentiles, RunMetrics
-from harness.analysis.simulate import StepTimeModel
+from harness.paper.simulate import StepTimeModel
 from harness.workload.plan import PlannedRequest
 
 NAN_DIST = Percentiles.of([])

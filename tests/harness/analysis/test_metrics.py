@@ -16,7 +16,7 @@ from harness.analysis.metrics import (
     occupancy_series,
     request_table,
 )
-from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
+from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload.spec import Slo
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.speed import MIN_STEPS, RunTiming, normalise
-from harness.records import STEP_FIELDS
+from harness.rundir.records import STEP_FIELDS
 
 # Step cost of the "machine": 2 ms + 0.5 ms per running sequence + 1 us per context token.
 OVERHEAD, PER_SEQUENCE, PER_CONTEXT = 0.002, 0.0005, 1e-6

@@ -9,8 +9,6 @@ import pandas as pd
 import pytest
 
 from harness.analysis.engine import engine_metrics
-from harness.analysis.simulate import simulate
-from harness.analysis.step_cost import LinearStepCost
 from harness.analysis.step_fit import (
     StepFitError,
     StepSample,
@@ -19,6 +17,8 @@ from harness.analysis.step_fit import (
     idle_gaps,
     mean_idle_gap,
 )
+from harness.paper.simulate import simulate
+from harness.paper.step_cost import LinearStepCost
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engine_steps"
 TRUE = LinearStepCost(overhead_s=0.003, per_sequence_s=0.0002, per_prefill_token_s=5e-5, per_context_token_s=4e-7)

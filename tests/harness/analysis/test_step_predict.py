@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.simulate import simulate
-from harness.analysis.step_cost import LinearStepCost
 from harness.analysis.step_predict import predict_held_out, server_models
+from harness.paper.simulate import simulate
+from harness.paper.step_cost import LinearStepCost
 
 COST = LinearStepCost(overhead_s=0.003, per_sequence_s=0.0002, per_prefill_token_s=5e-5, per_context_token_s=4e-7)
 B = 4

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.calibration.__main__ import READY_LINE
-from harness.manifest import RunManifest
-from harness.records import MANIFEST_FILE
+from harness.rundir.manifest import RunManifest
+from harness.rundir.records import MANIFEST_FILE
 from launchers import resolve_model
 
 FAST = "{kind: closed, users: 64}", 64, 1000

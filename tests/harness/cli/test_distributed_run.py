@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.driver.client_health import worst_case
-from harness.manifest import ClientHealth
-from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
+from harness.rundir.manifest import ClientHealth
+from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
 
 # Open loop, ~2 s of arrivals: 40 requests at 20/s, outputs spread.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.simulate import StepTimeModel
+from harness.paper.simulate import StepTimeModel
 
 # 3 s steps: the 8 steps of static at cap 4, B=2 last 24 s, past the 20 s a stable run needs.
 STEP_S = [3.0, 3.03, 2.97, 3.01]

@@ -14,7 +14,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
+from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
 
 WORKLOAD = """\

@@ -8,7 +8,7 @@ import gevent
 import psutil
 
 from harness.driver.client_health import LAG_PROBE_INTERVAL_S, ClientMonitor, unmeasured, worst_case
-from harness.manifest import ClientHealth
+from harness.rundir.manifest import ClientHealth
 
 
 def _children() -> set[int]:

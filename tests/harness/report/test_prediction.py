@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from harness.analysis.gpu_setups import ANYSCALE_OPT_13B_A100
-from harness.manifest import HostInfo, RunCounts, RunManifest
+from harness.paper.gpu_setups import ANYSCALE_OPT_13B_A100
 from harness.report.document import to_markdown
 from harness.report.facts import gpu_prediction
 from harness.report.prediction import prediction_blocks
+from harness.rundir.manifest import HostInfo, RunCounts, RunManifest
 from harness.workload.spec import load_spec
 
 HOST = HostInfo(hostname="gpu-1", cpu="Test CPU", cores=8, memory_gib=64.0, python="3.12", platform="Linux")

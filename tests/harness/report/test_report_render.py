@@ -15,15 +15,15 @@ import pytest
 
 from harness.analysis.gap import GapEntry, gap_table, predict_for_run
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.rundir import load_run
-from harness.analysis.simulate import StepTimeModel, simulate
 from harness.errors import UsageError
 from harness.gpu_telemetry import GpuSample, write_gpu_table
-from harness.manifest import GpuTelemetry, HostInfo, RunCounts, RunManifest
-from harness.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
+from harness.paper.simulate import StepTimeModel, simulate
 from harness.report import ReportRun, write_report
 from harness.report.document import to_markdown
 from harness.report.gpu import gpu_section
+from harness.rundir.manifest import GpuTelemetry, HostInfo, RunCounts, RunManifest
+from harness.rundir.reader import load_run
+from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 
 T0 = 1000.0
 PROMPT = 6

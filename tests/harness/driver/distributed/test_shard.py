@@ -7,7 +7,7 @@ import pytest
 from gevent.event import Event
 
 from harness.driver.dispatch import Dispatcher
-from harness.driver.shard import check_workers, cluster_spec, is_central, shard_work
+from harness.driver.distributed.shard import check_workers, cluster_spec, is_central, shard_work
 from harness.driver.work import build_work
 from harness.errors import UsageError
 from harness.workload import WorkloadSpec, build_plan

@@ -11,7 +11,7 @@ A step's seconds are max(memory time, compute time) + a fixed per-step overhead:
   n(n+1)/2 pairs (causal).
 
 The constants (efficiency, overhead) are given by the caller with their sources
-(harness.analysis.gpu_setups); nothing here is fitted.
+(harness.paper.gpu_setups); nothing here is fitted.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.physics import GpuSpec, ModelShape, embedding_parameters, kv_bytes_per_token
+from harness.paper.physics import GpuSpec, ModelShape, embedding_parameters, kv_bytes_per_token
 
 # One step's figure, or an array of them (one per step of a run).
 Count = int | np.ndarray
@@ -136,12 +136,12 @@ class GpuStepCost:
         return self.times(work).seconds
 
     def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
-        """Seconds of each step of a run, as harness.analysis.simulate asks (step_cost.StepCost).
+        """Seconds of each step of a run, as harness.paper.simulate asks (step_cost.StepCost).
 
         That simulator hands over only sums, so a step that prefills is read as a wave's
         admission step: every one of its `active` sequences is new and prefills an equal
         share of `prefill_tokens`. That is exact for naive and static waves; a continuous
-        schedule on a GPU goes through harness.analysis.gpu_schedule, which passes
+        schedule on a GPU goes through harness.paper.gpu_schedule, which passes
         StepWork itself.
         """
         if active < 1:

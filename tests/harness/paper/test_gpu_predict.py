@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analysis.gpu_predict import SCALED_CONSTANTS, predict_workload, sensitivity
-from harness.analysis.gpu_setups import ANYSCALE_OPT_13B_A100, SEED_LLAMA_3_1_8B_H100, find_setup, setup_for_profile
+from harness.paper.gpu_predict import SCALED_CONSTANTS, predict_workload, sensitivity
+from harness.paper.gpu_setups import ANYSCALE_OPT_13B_A100, SEED_LLAMA_3_1_8B_H100, find_setup, setup_for_profile
 from harness.workload.spec import load_spec
 
 CAPS = (32, 128, 512, 1536)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.accounting import owed_ids, row_problems
+from harness.rundir.accounting import owed_ids, row_problems
 
 
 def test_rows_that_match_the_plan_have_no_problem():

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.analysis.assess import assess_run_dirs
-from harness.analysis.rundir import find_run_dirs
 from harness.history.from_run import trial_from_run
 from harness.history.rows import Source, TrialRow
+from harness.rundir.reader import find_run_dirs
 
 
 def trials_from_dir(path: Path, source: Source = "run", gpu: str | None = None) -> list[TrialRow]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis.gpu_cost import GpuStepCost
-from harness.analysis.gpu_schedule import EngineLimits, simulate_engine
-from harness.analysis.physics import A100_40GB, OPT_13B
+from harness.paper.gpu_cost import GpuStepCost
+from harness.paper.gpu_schedule import EngineLimits, simulate_engine
+from harness.paper.physics import A100_40GB, OPT_13B
 
 COST = GpuStepCost(OPT_13B, A100_40GB, efficiency=0.5, overhead_s=0.01)
 ROOMY = EngineLimits(kv_blocks=10_000, max_num_seqs=256, max_num_batched_tokens=100_000)

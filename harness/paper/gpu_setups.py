@@ -1,8 +1,8 @@
 """The GPU setups `batchbench predict` knows: hardware, engine constants, and their sources.
 
 A setup is one model on one GPU behind one engine. Every constant of the step-cost
-model (harness.analysis.gpu_cost) and of the engine's limits
-(harness.analysis.gpu_schedule) is given once per setup, with where it comes from: a
+model (harness.paper.gpu_cost) and of the engine's limits
+(harness.paper.gpu_schedule) is given once per setup, with where it comes from: a
 spec sheet, a paper, or a named measurement. Nothing is fitted, and nothing varies
 with the workload except what the published experiment itself set per workload (its
 `max_num_batched_tokens` and its naive batch sizes), which sits in `WorkloadSettings`
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.analysis.physics import (
+from harness.paper.physics import (
     A100_40GB,
     H100_SXM_80GB,
     LLAMA_3_1_8B,

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.analysis.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
+from harness.paper.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
 
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 

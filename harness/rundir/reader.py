@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from harness.accounting import row_problems
 from harness.errors import UsageError
-from harness.manifest import RunManifest
-from harness.records import (
+from harness.rundir.accounting import row_problems
+from harness.rundir.manifest import RunManifest
+from harness.rundir.records import (
     GPU_FILE,
     GPU_SCHEMA,
     MANIFEST_FILE,

@@ -35,8 +35,8 @@ from typing import Literal
 
 import numpy as np
 
-from harness.analysis.gpu_cost import GpuStepCost, StepWork
-from harness.analysis.simulate import token_counts
+from harness.paper.gpu_cost import GpuStepCost, StepWork
+from harness.paper.simulate import token_counts
 
 EngineSystem = Literal["continuous", "static"]
 ENGINE_SYSTEMS: tuple[EngineSystem, ...] = ("continuous", "static")

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.driver.client_health import worst_case
-from harness.driver.clock import Exchange, estimate_offset
+from harness.driver.distributed.clock import Exchange, estimate_offset
+from harness.driver.distributed.wire import is_loopback, item_from_wire, item_to_wire, parse_address
 from harness.driver.journal import JournalFiles, RunJournal, append_lines
-from harness.driver.wire import is_loopback, item_from_wire, item_to_wire, parse_address
 from harness.driver.work import WorkItem
-from harness.manifest import ClientHealth
-from harness.records import RECORD_SCHEMA
+from harness.rundir.manifest import ClientHealth
+from harness.rundir.records import RECORD_SCHEMA
 
 
 @pytest.mark.parametrize(("text", "expected"), [

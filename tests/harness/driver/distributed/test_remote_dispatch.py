@@ -9,8 +9,8 @@ from __future__ import annotations
 import gevent
 
 from harness.driver.dispatch import Dispatcher
-from harness.driver.remote import ItemDesk, RemoteDispatcher
-from harness.driver.wire import FINISHED, NEXT
+from harness.driver.distributed.remote import ItemDesk, RemoteDispatcher
+from harness.driver.distributed.wire import FINISHED, NEXT
 from harness.driver.work import NO_WAVE, WorkItem
 
 

@@ -1,11 +1,11 @@
 """Predict a workload's throughput on a GPU setup, per system, and its sensitivity to each constant.
 
-- continuous: the engine's own schedule (harness.analysis.gpu_schedule), its steps
-  costed by the setup's step model (harness.analysis.gpu_cost);
+- continuous: the engine's own schedule (harness.paper.gpu_schedule), its steps
+  costed by the setup's step model (harness.paper.gpu_cost);
 - static at B: the same engine, constants and limits, with a batch of B formed only
   when the previous one has finished;
 - naive padded: not a vLLM schedule. Its prediction here is a floor on its time: the
-  padded waves of harness.analysis.simulate, every step at the card's peak bandwidth
+  padded waves of harness.paper.simulate, every step at the card's peak bandwidth
   and FLOP/s with no overhead. A measured naive figure below it says how much HF's own
   overhead costs; nothing here models that overhead.
 """
@@ -17,10 +17,10 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from harness.analysis.gpu_cost import GpuStepCost
-from harness.analysis.gpu_schedule import EngineLimits, EngineSchedule, EngineSystem, simulate_engine
-from harness.analysis.gpu_setups import GpuSetup, WorkloadSettings
-from harness.analysis.simulate import ScheduleResult, simulate
+from harness.paper.gpu_cost import GpuStepCost
+from harness.paper.gpu_schedule import EngineLimits, EngineSchedule, EngineSystem, simulate_engine
+from harness.paper.gpu_setups import GpuSetup, WorkloadSettings
+from harness.paper.simulate import ScheduleResult, simulate
 from harness.workload.plan import build_plan
 from harness.workload.spec import WorkloadSpec
 

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from harness.analysis.simulate import SlotSpan, StepTimeModel, simulate, slot_diagram
-from harness.analysis.step_cost import LinearStepCost
+from harness.paper.simulate import SlotSpan, StepTimeModel, simulate, slot_diagram
+from harness.paper.step_cost import LinearStepCost
 from harness.systems import SYSTEMS
 
 SEED = [100, 200, 300, 1000]

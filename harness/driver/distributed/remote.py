@@ -18,7 +18,7 @@ from typing import Any
 from gevent.event import AsyncResult, Event
 
 from harness.driver.dispatch import Dispatcher
-from harness.driver.wire import FINISHED, NEXT
+from harness.driver.distributed.wire import FINISHED, NEXT
 from harness.driver.work import WorkItem
 
 # Sends one message to the master: (type, data).

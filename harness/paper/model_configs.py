@@ -1,6 +1,6 @@
 """The published configs (Hugging Face config.json contents) of the models the harness
 sizes and serves: the one source of their shapes. `launchers.models` writes them into
-model directories; `harness.analysis.physics` derives its `ModelShape`s from them."""
+model directories; `harness.paper.physics` derives its `ModelShape`s from them."""
 
 from __future__ import annotations
 

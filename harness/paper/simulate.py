@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.step_cost import StepCost
+from harness.paper.step_cost import StepCost
 from harness.systems import SYSTEMS, SystemName
 
 # Arrivals within a nanosecond of a step boundary count as arrived by it, so float

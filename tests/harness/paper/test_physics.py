@@ -5,7 +5,7 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from harness.analysis.physics import (
+from harness.paper.physics import (
     A100_40GB,
     A100_80GB,
     H100_SXM_80GB,

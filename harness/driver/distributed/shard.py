@@ -8,7 +8,7 @@ over the run, so no worker takes all of a busy stretch.
 
 Closed loop and naive waves: what goes out next depends on what has finished, across
 all workers. A closed loop owes only the requests its duration reached, and those must
-stay the plan's first ones (harness.accounting); a naive wave must finish whole before
+stay the plan's first ones (harness.rundir.accounting); a naive wave must finish whole before
 the next one starts. So these plans are not split: the master keeps the one queue, in
 plan order, and hands each item to whichever worker's user asks next. Sharding a closed
 loop means splitting its users (its concurrency) across the workers: Locust's master
@@ -26,7 +26,7 @@ from harness.errors import UsageError
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """How many worker processes a run has, and where its master listens (harness.driver.cluster)."""
+    """How many worker processes a run has, and where its master listens (harness.driver.distributed.cluster)."""
 
     workers: int
     # Listen here and wait for `workers` to attach (`batchbench worker --master`); None:

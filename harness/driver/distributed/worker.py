@@ -21,23 +21,23 @@ from locust.env import Environment
 from locust.rpc.protocol import Message
 from locust.runners import WorkerRunner
 
-from harness.driver import wire
 from harness.driver.client_health import ClientMonitor, unmeasured
-from harness.driver.clock import EXCHANGES, ClockOffset, Exchange, estimate_offset
 from harness.driver.dispatch import Dispatcher
+from harness.driver.distributed import wire
+from harness.driver.distributed.clock import EXCHANGES, ClockOffset, Exchange, estimate_offset
+from harness.driver.distributed.remote import RemoteDispatcher
+from harness.driver.distributed.wire import Brief, Done, Ready, is_loopback, item_from_wire
 from harness.driver.http_client import allow_open_files, load_client
 from harness.driver.journal import RunJournal, Sink
-from harness.driver.remote import RemoteDispatcher
 from harness.driver.timeouts import Timeouts
 from harness.driver.user import DriverContext, StreamingUser, make_user_class
-from harness.driver.wire import Brief, Done, Ready, is_loopback, item_from_wire
 from harness.errors import UsageError
 
 logger = logging.getLogger(__name__)
 # Locust's own lines (connection retries, "quit") are not the harness's progress.
 logging.getLogger("locust").setLevel(logging.ERROR)
 
-# The record columns that hold a time (harness.records.RECORD_FIELDS).
+# The record columns that hold a time (harness.rundir.records.RECORD_FIELDS).
 RECORD_TIMES = ("scheduled_s", "sent_s", "first_token_s", "end_s")
 
 

@@ -124,7 +124,8 @@ class RunManifest(BaseModel):
         None, description="the client's CPU share and loop lag; a distributed run's worst process, field by field"
     )
     load_processes: list[LoadProcess] | None = Field(
-        None, description="each process of a distributed run (--workers, harness.driver.cluster); None: one process"
+        None, description="each process of a distributed run (--workers, harness.driver.distributed.cluster);"
+        " None: one process"
     )
     engine_steps: bool = Field(False, description="True if steps.parquet holds the engine's own step log")
     gpu_telemetry: GpuTelemetry | None = Field(

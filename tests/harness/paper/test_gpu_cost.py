@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis.gpu_cost import GpuStepCost, StepWork
-from harness.analysis.physics import A100_40GB, H100_SXM_80GB, LLAMA_3_1_8B, OPT_13B
+from harness.paper.gpu_cost import GpuStepCost, StepWork
+from harness.paper.physics import A100_40GB, H100_SXM_80GB, LLAMA_3_1_8B, OPT_13B
 
 OPT = GpuStepCost(OPT_13B, A100_40GB, efficiency=0.5, overhead_s=0.01)
 

@@ -5,7 +5,7 @@ beside Locust's own spawn, heartbeat and stats messages. In order of a run:
 
 - master -> worker `ASSIGN` (a `Brief`: the endpoint, the worker's share of the plan);
 - worker -> master `PING`, master -> worker `PONG`: the worker estimates its clock's
-  offset from the master's (harness.driver.clock), unless both share one host;
+  offset from the master's (harness.driver.distributed.clock), unless both share one host;
 - worker -> master `READY`; then Locust spawns the users, and the master sends `START`
   with the run's start instant t0, on its own clock;
 - while the run goes: worker -> master `ROWS` (each journal flush: its records and
@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.driver.work import WorkItem
-from harness.manifest import ClientHealth
+from harness.rundir.manifest import ClientHealth
 
 ASSIGN = "bb_assign"
 PING = "bb_ping"

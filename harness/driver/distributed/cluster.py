@@ -2,9 +2,9 @@
 
 The master does what a single process does before the load (plan, prompts, warm-up, the
 run directory) and after it (tables, manifest), polls the server's /metrics, and leaves
-the requests to N worker processes (harness.driver.worker): started here on loopback, or
+the requests to N worker processes (harness.driver.distributed.worker): started here on loopback, or
 attached from other machines (`--master-bind`, then `batchbench worker --master`). Each
-worker gets its share of the plan (harness.driver.shard), Locust spawns the users across
+worker gets its share of the plan (harness.driver.distributed.shard), Locust spawns the users across
 them, and every worker opens its schedule at one start instant t0 of the master's clock.
 Each worker's rows arrive as its journal flushes and are appended to journals of their own
 here (`records-w<k>.jsonl`), merged at the end into the tables a single process writes.
@@ -32,18 +32,18 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 import harness
-from harness.driver import wire
 from harness.driver.client_health import ClientMonitor, worst_case
 from harness.driver.dispatch import Dispatcher
+from harness.driver.distributed import wire
+from harness.driver.distributed.remote import ItemDesk
+from harness.driver.distributed.shard import ClusterSpec, Shard, shard_work
+from harness.driver.distributed.wire import Brief, Done, Ready, item_to_wire
 from harness.driver.journal import JournalFiles, RunJournal, append_lines
-from harness.driver.remote import ItemDesk
-from harness.driver.shard import ClusterSpec, Shard, shard_work
 from harness.driver.tables import StoppedLoad
 from harness.driver.user import make_user_class
-from harness.driver.wire import Brief, Done, Ready, item_to_wire
 from harness.driver.work import WorkItem
 from harness.errors import BatchBenchError, UsageError
-from harness.manifest import ClientHealth, LoadProcess
+from harness.rundir.manifest import ClientHealth, LoadProcess
 from harness.settings import Settings
 from harness.telemetry import TelemetrySample, TelemetrySampler
 
