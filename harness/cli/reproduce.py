@@ -18,10 +18,10 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
+from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
-from harness.history.record import add_history_arguments
 from launchers import Mode, start
 
 logger = logging.getLogger(__name__)

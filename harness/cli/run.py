@@ -9,12 +9,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
+from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
-from harness.history.record import add_history_arguments
 from harness.settings import Settings
 from harness.systems import SYSTEMS
 from launchers import MODES, Mode, start

@@ -1,0 +1,13 @@
+"""The results-history options of the commands that record their runs (run, reproduce)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_history_arguments(parser: argparse.ArgumentParser) -> None:
+    """--history and --no-history, for the commands that record their runs (run, reproduce)."""
+    parser.add_argument("--history", type=Path, help="results history to append the runs to (default:"
+                        " $BATCHBENCH_HISTORY, else ~/.local/share/batchbench/history.sqlite)")
+    parser.add_argument("--no-history", action="store_true", help="do not append the runs to the results history")
