@@ -22,9 +22,11 @@ $(STAMP): $(LOCK) pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-# Static checks (configured in pyproject.toml): ruff, then mypy on the installed venv.
+# Static checks (configured in pyproject.toml): ruff, the packages' layering
+# (import-linter's contracts), then mypy on the installed venv.
 lint: setup
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 
 test: lint
