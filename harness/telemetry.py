@@ -58,8 +58,9 @@ _WANTED_FAMILIES = {name.removesuffix("_total") for name in _WANTED}
 def _wanted_lines(text: str) -> str:
     """Only the lines of the families we track.
 
-    vLLM exposes ~50 KB of histograms; parsing all of it costs ~8 ms of client CPU
-    per poll, which a client sharing two cores with the server cannot spare.
+    vLLM exposes tens of KB of histograms, and parsing all of them costs milliseconds of
+    client CPU per poll (docs/validation/client-ceiling.md), which a client sharing two
+    cores with the server cannot spare.
     """
     kept = []
     for line in text.splitlines():

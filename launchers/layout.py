@@ -7,14 +7,14 @@ is always. The worker spins the same way while it waits for the next step. As
 launched, the engine core may run on any core, so on a two-core machine it spins on
 the core the API server and the load client need, and the kernel kept picking it.
 
-Layouts (measured with benchmarks/process_layout.py, see the README table):
+Layouts (measured with benchmarks/process_layout.py: docs/validation/process-layout.md):
 - `engine-with-worker`: every thread of the engine core is pinned to the worker's
   cores. The two spinners then hand the core back and forth (one waits while the
-  other works), and the other cores are left to the API server and the client. In
-  every repetition measured, client wake-ups were on time (p99 <= 1 ms) and no
-  stream paused over ~30 ms; it costs a few percent of throughput.
-- `yield-engine`: the engine core's main thread at nice 19, nothing pinned. Often
-  as good, but not always: in some repetitions the client still waited 19-52 s.
+  other works), and the other cores are left to the API server and the client: client
+  wake-ups are on time and streams do not pause, at a cost of a few percent of
+  throughput.
+- `yield-engine`: the engine core's main thread at nice 19, nothing pinned. Sometimes
+  as good, but not reliably: in some repetitions the client still waits seconds.
 - `as-launched`: vLLM's own placement, unchanged (for comparison, and for big
   machines where the spinner has a core of its own).
 - `auto` (the default): `engine-with-worker` on machines with at most 4 cores, else

@@ -154,8 +154,9 @@ def build_command(
     if ipc_dir is not None:
         env[IPC_DIR_ENV] = str(ipc_dir)
     # Every request's prompt is computed, as in the experiment we reproduce (vLLM had no
-    # prefix cache in 2023). With it on, a repetition re-sent the same prompts and found
-    # up to 75% of them cached, so a run's cost depended on what ran before it.
+    # prefix cache in 2023). With it on, a repetition re-sends the same prompts and finds
+    # most of them cached, so a run's cost depends on what ran before it
+    # (docs/validation/reproduction.md).
     # `--vllm-arg=--enable-prefix-caching` turns it back on (the last flag wins).
     argv += ["--no-enable-prefix-caching"]
     argv += list(spec.extra_args)

@@ -4,8 +4,9 @@ Pure functions, no I/O. A run or a cell is UNSTABLE when any `unstable` check fa
 a `note` check is shown but does not change the verdict. No acceptance line is drawn
 from an unstable cell, and `reproduce` exits 3 when a headline cell is unstable.
 
-The limits, and why (each was seen to matter on a 2-core machine, README "Two cores"):
-- makespan >= 20 s: shorter runs swung by tens of percent between repetitions.
+The limits, and why (each matters on a 2-core machine: docs/process-layout.md,
+docs/validation/process-layout.md):
+- makespan >= 20 s: shorter runs swing by tens of percent between repetitions.
 - send lateness p99 <= 20 ms: a client that sends late measures itself. For a burst
   (every request due at once) with the engine's step log at hand it is a note: putting
   hundreds of requests on the wire takes any client a few hundred ms, and what matters
@@ -13,9 +14,9 @@ The limits, and why (each was seen to matter on a 2-core machine, README "Two co
 - front-end starvation <= 5% of the engine window (engine.front_end_starved_share):
   a batch slot free while a sent request had not reached the engine means the API
   server or the client set the pace, not the batching policy. Every burst starts so
-  while the API server takes in a few hundred requests (measured 0-3.6% of 17-80 s
-  runs); a front end that set the pace measured 7.6-29%. 5% is also the precision a
-  cell is held to.
+  while the API server takes in a few hundred requests, a few percent at most of a
+  run; a front end that sets the pace shows several times that
+  (docs/validation/process-layout.md). 5% is also the precision a cell is held to.
 - client event-loop lag p99 <= 20 ms, and client CPU share <= 0.9 of a core: a
   client short of CPU timestamps late and throttles the load. With the engine's step
   log at hand the lag is a note: the client-vs-engine agreement judges the figure.

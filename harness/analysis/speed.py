@@ -1,11 +1,11 @@
 """Throughput at one machine speed: each run's busy time re-costed by one step-cost model.
 
-On a shared VM the same schedule ran 5-25% faster or slower from one run to the next
-(the same engine steps, the same occupancy, other step times), which no number of
-repetitions averages away cheaply. To separate the scheduler from the machine, one
-step-cost model (step_fit) is fitted on the busy steps of every run that has an engine
-log, whatever its server: both modes run the same engine code on the same machine, so
-one price list is fair to both. Then, per run:
+On a shared VM the same schedule runs faster or slower by several percent from one run to
+the next (the same engine steps, the same occupancy, other step times:
+docs/validation/reproduction.md), which no number of repetitions averages away cheaply.
+To separate the scheduler from the machine, one step-cost model (step_fit) is fitted on
+the busy steps of every run that has an engine log, whatever its server: both modes run
+the same engine code on the same machine, so one price list is fair to both. Then, per run:
 
 - modelled busy time: what the model says the run's own busy steps cost;
 - speed = measured busy time / modelled busy time (> 1: the machine ran slow);

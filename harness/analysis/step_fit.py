@@ -4,9 +4,9 @@ Pure: steps tables in, constants out. What is fitted:
 - A step's cost is the time from its start to the start of the next step, taken only
   while the engine had work left after it (running requests not all finished, or
   requests waiting). That cycle is the step's forward pass (t_s to end_s) plus the
-  engine's bookkeeping before the next one (~0.2 ms here, about 4% of a step); a
-  makespan is made of whole cycles, so leaving the bookkeeping out would predict
-  every run ~4% fast. The last step of a run, and steps after which the engine had
+  engine's bookkeeping before the next one (a few percent of a CPU step:
+  docs/validation/reproduction.md); a makespan is made of whole cycles, so leaving the
+  bookkeeping out would predict every run that much fast. The last step of a run, and steps after which the engine had
   nothing to do, have no measured cycle and are left out.
 - Idle gaps (after a step that left the engine with nothing to do) are not step
   cost: they are waits for the client. In naive runs they are its turnaround

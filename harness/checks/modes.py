@@ -41,7 +41,7 @@ from launchers import Mode, ServerHandle, ServerSpec
 SHORT_TOKENS, LONG_TOKENS = 20, 200
 FIFTH_TOKENS = 10
 FIFTH_AFTER_S = 0.2
-# Issue 7: in continuous mode the fifth gets its first token within 50 engine steps of being sent.
+# In continuous mode the fifth must get its first token within 50 engine steps of being sent.
 CONTINUOUS_MAX_WAIT_STEPS = 50
 # Static mode waits this long for a full batch, so the B members form one batch even
 # when they reach the server a few ms apart. In a burst the oldest request has waited

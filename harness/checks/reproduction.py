@@ -20,9 +20,9 @@ from harness.systems import SYSTEMS, SystemName
 from harness.workload import WorkloadSpec
 
 # Measured / predicted may be off by this much either way. The model is the card's spec
-# sheet and one efficiency factor, not fitted (README "Predicting published numbers on
-# paper": 7-20% off Anyscale's published figures); past this, something other than the
-# model's known error is at play (a slower card or clock, eager mode, a starved engine).
+# sheet and one efficiency factor, not fitted (7-20% off Anyscale's published figures:
+# docs/validation/predictions-on-paper.md); past this, something other than the model's
+# known error is at play (a slower card or clock, eager mode, a starved engine).
 PREDICTION_TOLERANCE = 0.35
 PREDICTED_SYSTEMS: tuple[SystemName, ...] = ("continuous", "static")
 

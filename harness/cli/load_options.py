@@ -10,5 +10,5 @@ def add_workers_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=1,
         help="load worker processes under a Locust master, on this machine (default 1: one process, no master);"
-        " the plan is split across them (README, 'Driving load from several processes or machines')",
+        " the plan is split across them (docs/distributed.md)",
     )

@@ -27,8 +27,8 @@ from launchers import Mode, start
 logger = logging.getLogger(__name__)
 
 # The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
-# the default to keep three repetitions of 20 s cells inside the time budget; add it
-# with --workloads.
+# the default to keep the sweep shorter (three repetitions of 20 s cells already take
+# over 15 minutes on 2 cores: docs/validation/reproduction.md); add it with --workloads.
 CPU_WORKLOADS = (
     "cpu-anyscale-cap32",
     "cpu-anyscale-cap128",

@@ -7,11 +7,11 @@ turns them into the run's health verdict.
 The lag is measured the way a token suffers it: a helper process writes its clock
 (CLOCK_MONOTONIC, one clock for every process) into a pipe every 50 ms, and the
 client's event loop reads it like any response; the lag is read time minus written
-time. A timer probe (sleep 50 ms, see how late it wakes) was used before and read a
-floor of 0.2-0.5 ms on an idle loop: libev rounds a timed wait up to the next
-millisecond, while a readable socket wakes the loop at once. At inter-token times of
-~8 ms that floor alone passed the client-bound limit (5% of the ITL) in runs whose
-client used 8% of a core.
+time. Not a timer probe (sleep 50 ms, see how late it wakes): libev rounds a timed wait
+up to the next millisecond, while a readable socket wakes the loop at once, so a timer
+reads a floor of tenths of a millisecond even on an idle loop, enough at CPU inter-token
+times to pass the client-bound limit (5% of the ITL) for a client that is nearly idle
+(docs/validation/client-ceiling.md).
 """
 
 from __future__ import annotations

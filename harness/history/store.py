@@ -195,7 +195,7 @@ def _use_wal(connection: sqlite3.Connection) -> None:
 
     The switch cannot run inside a transaction, and SQLite answers it "database is locked"
     at once, without the busy timeout, while another connection holds a lock: two
-    processes opening a new store together hit that (23 of 300 races here).
+    processes opening a new store together can hit that.
     """
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     while True:

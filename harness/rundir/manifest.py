@@ -59,8 +59,8 @@ class ClientHealth(BaseModel):
 
     cpu_share: float = Field(description="client CPU seconds per wall second (1.0 = one core busy)")
     loop_lag_p50_s: float | None = Field(
-        None, description="median time a ready pipe (a stamp every 50 ms) waited for the event loop (before"
-        " 2026-12-01: how late a 50 ms timer fired); None in runs recorded before either"
+        None, description="median time a ready pipe (a stamp every 50 ms) waited for the event loop (older"
+        " runs: how late a 50 ms timer fired); None in runs recorded before either"
     )
     loop_lag_p99_s: float = Field(description="99th percentile of that wait")
     loop_lag_max_s: float = Field(description="the longest such wait")

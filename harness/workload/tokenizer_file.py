@@ -1,10 +1,10 @@
 """A prompt tokenizer read straight from a model directory's tokenizer.json, without torch.
 
 transformers 5 imports torch as soon as AutoTokenizer is imported (its generation package
-does), and torch is ~360 MB resident in every process that builds prompts: a single-process
-run holding 1,000 streams sat at 598 MB, 540 of them imports. The `tokenizers` library,
-the Rust core under transformers' fast tokenizers, reads the same tokenizer.json in
-~20 MB and encodes and decodes it the same way. Directories it cannot serve alike (no
+does), and torch is hundreds of MB resident in every process that builds prompts
+(docs/validation/client-ceiling.md). The `tokenizers` library, the Rust core under
+transformers' fast tokenizers, reads the same tokenizer.json without torch and encodes and
+decodes it the same way. Directories it cannot serve alike (no
 tokenizer.json, or a config asking transformers to post-edit decoded text) keep loading
 through transformers (harness.driver.endpoint.load_tokenizer); and a run checks every
 prompt's count with the server's own /tokenize whenever the server has one.

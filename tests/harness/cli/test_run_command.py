@@ -147,7 +147,7 @@ def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
     server = servers.get("continuous", 4)
     path = tmp_path / "long.yaml"
     # 32 x 1500 tokens at B = 4 is a minute of work: the kill lands mid-run even when the
-    # engine's busy-wait starves this process for seconds (README, "Two cores").
+    # engine's busy-wait starves this process for seconds (docs/process-layout.md).
     path.write_text(
         WORKLOAD.replace("values: [8, 16, 40]", "values: [1500]").replace("num_requests: 12", "num_requests: 32")
     )

@@ -17,7 +17,7 @@ def anyscale():
 
 
 # The four continuous predictions (tok/s) with the sourced constants. Published: 6,121 / 3,592 / 2,029 /
-# 1,898; these are -6.7% / +10.4% / +19.5% / +19.3% from them (README, "Predicting published numbers on paper").
+# 1,898; these are -6.7% / +10.4% / +19.5% / +19.3% from them (docs/validation/predictions-on-paper.md).
 PINNED_CONTINUOUS = {32: 5713.2, 128: 3966.9, 512: 2424.7, 1536: 2264.1}
 
 
