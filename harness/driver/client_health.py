@@ -49,7 +49,7 @@ class ClientMonitor:
 
     def __init__(self) -> None:
         self._process = psutil.Process()
-        self._lags: list[float] = []
+        self._lags = LagLog()
         self._greenlet: gevent.Greenlet | None = None
         self._stamper: subprocess.Popen[bytes] | None = None
         self._cpu0 = 0.0
@@ -75,25 +75,40 @@ class ClientMonitor:
             assert self._stamper.stdout is not None
             self._stamper.stdout.close()
         times = self._process.cpu_times()
-        wall = max(time.monotonic() - self._wall0, 1e-9)
-        lags = np.array(self._lags) if self._lags else np.zeros(1)
-        return ClientHealth(
-            cpu_share=round((times.user + times.system - self._cpu0) / wall, 4),
-            loop_lag_p50_s=float(np.percentile(lags, 50)),
-            loop_lag_p99_s=float(np.percentile(lags, 99)),
-            loop_lag_max_s=float(lags.max()),
-            loop_lag_probes=len(self._lags),
-        )
+        return summarise(self._lags.lags, times.user + times.system - self._cpu0, time.monotonic() - self._wall0)
 
     def _probe(self, fd: int) -> None:
         gevent.os.make_nonblocking(fd)
-        pending = b""
         while chunk := gevent.os.nb_read(fd, 4096):
-            now = time.monotonic()
-            pending += chunk
-            whole = len(pending) - len(pending) % _STAMP.size
-            self._lags.extend(max(0.0, now - stamp) for (stamp,) in _STAMP.iter_unpack(pending[:whole]))
-            pending = pending[whole:]
+            # The helper's clock: lags are only lags when both ends read CLOCK_MONOTONIC.
+            self._lags.read(chunk, time.monotonic())
+
+
+class LagLog:
+    """Loop lags from the helper's stamps: the instant each was read minus the instant it was written."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self._pending = b""
+
+    def read(self, chunk: bytes, now: float) -> None:
+        """Take one read off the pipe, made at `now`; a stamp cut across reads counts once whole."""
+        self._pending += chunk
+        whole = len(self._pending) - len(self._pending) % _STAMP.size
+        self.lags.extend(max(0.0, now - stamp) for (stamp,) in _STAMP.iter_unpack(self._pending[:whole]))
+        self._pending = self._pending[whole:]
+
+
+def summarise(lags: Sequence[float], cpu_s: float, wall_s: float) -> ClientHealth:
+    """A client's health from its loop lags and the CPU seconds it used over `wall_s` seconds."""
+    values = np.array(lags) if lags else np.zeros(1)
+    return ClientHealth(
+        cpu_share=round(cpu_s / max(wall_s, 1e-9), 4),
+        loop_lag_p50_s=float(np.percentile(values, 50)),
+        loop_lag_p99_s=float(np.percentile(values, 99)),
+        loop_lag_max_s=float(values.max()),
+        loop_lag_probes=len(lags),
+    )
 
 
 def unmeasured() -> ClientHealth:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from harness.rundir.records import STEP_SCHEMA
 
 # How long to wait for the engine's last lines: it writes them before it sends the last token.
 SETTLE_TIMEOUT_S = 2.0
+SETTLE_POLL_S = 0.1  # how often it looks again meanwhile
 
 
 def request_tag(run_tag: str, request_id: int) -> str:
@@ -29,22 +31,36 @@ def request_tag(run_tag: str, request_id: int) -> str:
 
 
 class StepLogCursor:
-    """Where a run's steps begin in a server's step log."""
+    """Where a run's steps begin in a server's step log.
 
-    def __init__(self, path: Path) -> None:
+    `clock` (monotonic seconds) and `sleep` time the wait for the engine's last lines:
+    by default time.monotonic and time.sleep (gevent's, in a patched process). Tests
+    pass a simulated pair.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
         self.path = path
         self.offset = path.stat().st_size if path.exists() else 0
+        self._clock = clock
+        # Looked up per cursor, not at import: in a gevent-patched process this is gevent's sleep.
+        self._sleep = sleep if sleep is not None else time.sleep
 
     def read_run(self, run_tag: str, expected_finishes: int) -> pa.Table:
         """This run's steps as a STEP_SCHEMA table (waits briefly for the engine's last lines)."""
-        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        deadline = self._clock() + SETTLE_TIMEOUT_S
         while True:
             rows = self.appended()
             steps = run_steps(rows, run_tag)
             finished = sum(len(step["finished"]) for step in steps)
-            if finished >= expected_finishes or time.monotonic() > deadline:
+            if finished >= expected_finishes or self._clock() > deadline:
                 return pa.Table.from_pylist(steps, schema=STEP_SCHEMA)
-            time.sleep(0.1)
+            self._sleep(SETTLE_POLL_S)
 
     def appended(self) -> list[dict[str, Any]]:
         """Every step line appended since the cursor was made, as the engine wrote it."""

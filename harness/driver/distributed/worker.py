@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -41,17 +42,27 @@ logging.getLogger("locust").setLevel(logging.ERROR)
 RECORD_TIMES = ("scheduled_s", "sent_s", "first_token_s", "end_s")
 
 
-def wait_for_master(host: str, port: int, timeout_s: float) -> None:
-    """Return once something listens at host:port; UsageError after `timeout_s` of refusals."""
-    deadline = time.monotonic() + timeout_s
+def wait_for_master(
+    host: str,
+    port: int,
+    timeout_s: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = gevent.sleep,
+) -> None:
+    """Return once something listens at host:port; UsageError after `timeout_s` of refusals.
+
+    `clock` (monotonic seconds) and `sleep` pace the retries; tests pass a simulated pair.
+    """
+    deadline = clock() + timeout_s
     while True:
         try:
             socket.create_connection((host, port), timeout=min(5.0, timeout_s)).close()
             return
         except OSError as exc:
-            if time.monotonic() >= deadline:
+            if clock() >= deadline:
                 raise UsageError(f"--master {host}:{port}: no master answered within {timeout_s:g} s ({exc})") from exc
-            gevent.sleep(0.5)
+            sleep(0.5)
 
 
 class Worker:

@@ -7,7 +7,6 @@ endpoint is probed, any worker started or anything written.
 from __future__ import annotations
 
 import socket
-import time
 
 import pytest
 
@@ -55,7 +54,6 @@ def test_a_worker_with_no_master_gives_up_with_one_line(tmp_path, bad_input_corp
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again: nothing listens there
-    began = time.monotonic()
+    # The flag reaches the wait (its retries on the clock: test_worker_connect); the corpus's timeout catches a hang.
     result = corpus.batchbench("worker", "--master", f"127.0.0.1:{port}", "--connect-timeout-s", "1", cwd=tmp_path)
     corpus.assert_refused(result, f"--master 127.0.0.1:{port}: no master answered within 1 s")
-    assert time.monotonic() - began < 30

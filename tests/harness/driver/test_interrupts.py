@@ -9,19 +9,21 @@ import sys
 import pytest
 
 # A Locust user's CPU work stands in as the busy greenlet: the signal lands while it runs.
+# No clock: a slice is a fixed amount of work, and "alive" means it ran another slice after the interrupt.
 SCRIPT = """
 from gevent import monkey
 monkey.patch_all()
-import time, gevent
+import gevent
 from gevent.event import Event
 from harness.driver.interrupts import interrupt_main_on_signals
 interrupt_main_on_signals()
+slices = 0
 
 def busy():
+    global slices
     while True:
-        deadline = time.perf_counter() + 0.05
-        while time.perf_counter() < deadline:
-            pass
+        sum(range(1_000_000))
+        slices += 1
         gevent.sleep(0)
 
 worker = gevent.spawn(busy)
@@ -29,7 +31,10 @@ print("ready", flush=True)
 try:
     Event().wait()
 except KeyboardInterrupt:
-    gevent.sleep(0.2)  # long enough for a greenlet that took the interrupt to have died of it
+    # A greenlet that took the interrupt dies of it once main yields; a live one runs another slice.
+    seen = slices
+    while slices == seen and not worker.dead:
+        gevent.sleep(0)
     print(f"main interrupted, busy greenlet alive: {not worker.dead}", flush=True)
 """
 

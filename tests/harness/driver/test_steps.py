@@ -1,12 +1,15 @@
-"""Cutting a run's steps out of the engine's step log, and reading only what a run appended."""
+"""Cutting a run's steps out of the engine's step log, and reading only what a run appended.
+
+The cursor waits for the engine's last lines on simulated time (SteppedTime): the polls
+asserted are exact, and no test sleeps.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import threading
-import time
+from collections.abc import Callable
 
 from harness.driver import steps as steps_module
 from harness.driver.steps import StepLogCursor, request_tag, run_steps
@@ -95,6 +98,27 @@ def test_run_steps_tolerates_rows_without_id_lists():
     assert [s["t_s"] for s in run_steps(rows, TAG)] == [3.0, 4.0, 5.0, 6.0, 7.0]
 
 
+class SteppedTime:
+    """A monotonic clock that only the cursor's sleeps move; `meanwhile` runs during each sleep."""
+
+    def __init__(self, meanwhile: Callable[[], None] = lambda: None, start: float = 1000.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+        self._meanwhile = meanwhile
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        self._meanwhile()
+
+
+def cursor_on(log, time_: SteppedTime) -> StepLogCursor:
+    return StepLogCursor(log, clock=time_, sleep=time_.sleep)
+
+
 def write_lines(path, rows, *, mode="a"):
     with path.open(mode, encoding="utf-8") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in rows)
@@ -137,10 +161,9 @@ def test_cursor_created_in_the_middle_of_a_line_skips_its_tail(tmp_path):
     assert cursor.read_run(TAG, expected_finishes=3).column("t_s").to_pylist() == [3.0, 4.0, 5.0, 6.0, 7.0]
 
 
-def test_cursor_on_a_log_that_does_not_exist_yet(tmp_path, monkeypatch):
-    monkeypatch.setattr(steps_module, "SETTLE_TIMEOUT_S", 0.0)
+def test_cursor_on_a_log_that_does_not_exist_yet(tmp_path):
     log = tmp_path / "later.jsonl"
-    cursor = StepLogCursor(log)
+    cursor = cursor_on(log, SteppedTime())
     empty = cursor.read_run(TAG, expected_finishes=3)
     assert empty.num_rows == 0 and empty.schema == STEP_SCHEMA
     write_lines(log, LOG)  # the server creates it afterwards: everything in it is new
@@ -148,29 +171,29 @@ def test_cursor_on_a_log_that_does_not_exist_yet(tmp_path, monkeypatch):
 
 
 def test_cursor_gives_up_after_the_settle_timeout_with_what_it_has(tmp_path, monkeypatch):
-    monkeypatch.setattr(steps_module, "SETTLE_TIMEOUT_S", 0.2)
+    # Binary fractions, so the simulated instants add up exactly.
+    monkeypatch.setattr(steps_module, "SETTLE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(steps_module, "SETTLE_POLL_S", 0.25)
     log = tmp_path / "steps.jsonl"
     log.write_text("")
-    cursor = StepLogCursor(log)
+    time_ = SteppedTime()
+    cursor = cursor_on(log, time_)
     write_lines(log, LOG[:5])  # only request 7 has finished
-    began = time.monotonic()
     table = cursor.read_run(TAG, expected_finishes=3)
-    assert time.monotonic() - began >= 0.2
+    # Looks at 0, 0.25, ..., 1.0 (not yet past the deadline), then once more at 1.25 and gives up.
+    assert time_.slept == [0.25] * 5
     assert table.column("finished").to_pylist() == [[], [], [7]]
 
 
-def test_cursor_waits_for_the_engine_last_lines(tmp_path, monkeypatch):
-    monkeypatch.setattr(steps_module, "SETTLE_TIMEOUT_S", 30.0)
+def test_cursor_waits_for_the_engine_last_lines(tmp_path):
     log = tmp_path / "steps.jsonl"
     log.write_text("")
-    cursor = StepLogCursor(log)
+    time_ = SteppedTime(meanwhile=lambda: write_lines(log, LOG[5:]))
+    cursor = cursor_on(log, time_)
     write_lines(log, LOG[:5])
-    late = threading.Timer(0.2, write_lines, args=(log, LOG[5:]))
-    late.start()
-    try:
-        table = cursor.read_run(TAG, expected_finishes=3)
-    finally:
-        late.join()
+    table = cursor.read_run(TAG, expected_finishes=3)
+    # The engine wrote its last lines during the first poll's sleep: one poll, then everything.
+    assert time_.slept == [steps_module.SETTLE_POLL_S]
     assert table.column("finished").to_pylist() == [[], [], [7], [8], [12]]
 
 

@@ -378,8 +378,10 @@ def test_simulate_rejects_bad_arguments_naming_them(kwargs, argument):
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_thousand_requests_simulate_well_under_a_second(system):
+    """Real time: the simulator's speed on this machine, in CPU seconds, with several times the headroom it needs."""
     rng = np.random.default_rng(11)
     outputs = rng.integers(1, 1537, size=1000)
     model = StepTimeModel.from_points({1: 0.0015, 2: 0.002}, prefill_s_per_token=1e-6)
@@ -390,8 +392,10 @@ def test_thousand_requests_simulate_well_under_a_second(system):
     assert result.useful_token_slots == int(outputs.sum())
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_thousand_requests_with_context_cost_simulate_well_under_a_second(system):
+    """Real time: the simulator's speed on this machine, in CPU seconds, with several times the headroom it needs."""
     rng = np.random.default_rng(12)
     outputs = rng.integers(1, 1537, size=1000)
     # CPU time, not wall time: another process on the machine must not fail the test.
