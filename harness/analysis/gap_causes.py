@@ -19,6 +19,7 @@ schedules, not machine speeds. Pure: steps tables in, seconds out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,12 +120,12 @@ def gap_causes(
     return GapCauses(other, measured_ratio, split_time(*continuous, cost), split_time(*against, cost))
 
 
-def mean_context_per_sequence(steps: pd.DataFrame) -> float:
-    """Tokens each running sequence attends to, averaged over a run's busy steps."""
-    sample = busy_steps(steps)
-    if not len(sample):
-        return float("nan")
-    return float(sample.context_tokens.sum() / np.maximum(sample.running, 1.0).sum())
+def mean_context_per_sequence(tables: Sequence[pd.DataFrame]) -> float:
+    """Tokens each running sequence attends to, averaged over the busy steps of every run's steps table."""
+    samples = [busy_steps(table) for table in tables if not table.empty]
+    running = sum(float(np.maximum(sample.running, 1.0).sum()) for sample in samples if len(sample))
+    context = sum(float(sample.context_tokens.sum()) for sample in samples if len(sample))
+    return context / running if running > 0 else float("nan")
 
 
 def _ratio(top: float, bottom: float) -> float:

@@ -307,8 +307,8 @@ def _step_quote(extras: ReportExtras, runs: Sequence[ReportRun]) -> StepQuote | 
     if not models:
         return None
     model = models[0]
-    steps = [run.data.steps for run in runs if run.entry.system == "continuous" and run.data.steps is not None]
-    measured = mean_context_per_sequence(pd.concat(steps)) if steps else float("nan")
+    measured = mean_context_per_sequence(
+        [run.data.steps for run in runs if run.entry.system == "continuous" and run.data.steps is not None])
     context = measured if np.isfinite(measured) else float(QUOTED_CONTEXT_PER_SEQUENCE)
     low, high = QUOTED_BATCHES
     return StepQuote(model, model.decode_step_s(1, context),
@@ -323,7 +323,7 @@ def _gap_causes(runs: Sequence[ReportRun], table: pd.DataFrame, model: StepModel
     split explains. Runs without engine steps are left out.
     """
     timings = {(run.entry.level, run.entry.system): (run.data.steps, run.entry.metrics.makespan_s)
-               for run in runs if run.data.steps is not None}
+               for run in runs if run.data.steps is not None and not run.data.steps.empty}
     batch_sizes = {run.entry.level: run.data.manifest.batch_size for run in runs if run.entry.system == "continuous"}
     levels = []
     for row in table.to_dict(orient="records"):

@@ -60,6 +60,12 @@ def published_section(facts: ReportFacts) -> list[Block]:
     ]
 
 
+def _models_and_hosts(runs: Sequence[ReportRun]) -> str:
+    models = ", ".join(unique(run.data.manifest.model for run in runs))
+    hosts = ", ".join(unique(f"{run.data.manifest.host.cpu} ({run.data.manifest.host.cores} cores)" for run in runs))
+    return f"{models} on {hosts}"
+
+
 def _our_setup(runs: Sequence[ReportRun]) -> str:
     manifests = [r.data.manifest for r in runs if is_cap(r.entry.level)]
     if not manifests:
@@ -132,7 +138,7 @@ def _what_differs(facts: ReportFacts) -> str:
                 f" Llama-3.1-8B on an H100 the roofline gives {facts.gpu_batch_ratio:.2f}x.")
     return (
         "What differs: Anyscale served OPT-13B on an A100 and the seed reasons about Llama-3.1-8B on an H100, "
-        f"while these runs use {', '.join(unique(run.data.manifest.model for run in facts.runs))}. A GPU decode "
+        f"while these runs use {_models_and_hosts(facts.runs)}. A GPU decode "
         "step of an 8-13B model is memory-bound: it reads every weight once "
         f"(~{llama.decode_step_floor_s * 1e3:.1f} ms for Llama-3.1-8B on an H100) and compute only catches up near "
         f"{llama.crossover_batch:.0f} sequences, so extra sequences are nearly free.{ours} Our continuous "
@@ -144,13 +150,14 @@ def _what_differs(facts: ReportFacts) -> str:
 
 def _cause_blocks(facts: ReportFacts) -> list[Block]:
     """The measured gap split by cause at every cap, and in words at the widest."""
-    if not facts.gap_causes:
+    if not facts.gap_causes or facts.step_quote is None:
         return [Paragraph("Why the gap is this size: not split here, since these runs have no engine step logs "
                           "or no step-cost model.")]
+    quote_server = facts.step_quote.model.server
     return [
         Paragraph(
-            "Why the gap is this size, from these runs' engine steps, every step of both systems priced by the "
-            "continuous server's step-cost model (table below). " + cause_sentences(facts.gap_causes[-1])
+            "Why the gap is this size, from these runs' engine steps, every step of both systems priced by one "
+            f"step-cost model ({quote_server}; table below). " + cause_sentences(facts.gap_causes[-1])
         ),
         cause_table(facts.gap_causes),
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -59,5 +61,8 @@ def test_ratio_built_up_from_the_schedule_alone():
     assert causes.continuous.prefill_share == pytest.approx(prefill / (10 * 0.0053 + 150 * 0.0003 + prefill))
 
 
-def test_context_per_sequence_is_averaged_over_busy_steps():
-    assert mean_context_per_sequence(step_log(STATIC, context_per_sequence=600)) == pytest.approx(600)
+def test_context_per_sequence_is_averaged_over_every_runs_busy_steps():
+    # 300 sequence-steps at 600 tokens each and 160 at 300: (180,000 + 48,000) / 460.
+    tables = [step_log(STATIC, context_per_sequence=600), step_log(CONTINUOUS, context_per_sequence=300)]
+    assert mean_context_per_sequence(tables) == pytest.approx((300 * 600 + 160 * 300) / 460)
+    assert math.isnan(mean_context_per_sequence([]))

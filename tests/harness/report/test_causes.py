@@ -65,7 +65,7 @@ def test_a_steep_step_cost_is_named_with_its_factor():
     text = cause_sentences(level)
     assert f"What keeps continuous/static small here: {GROWTH} (×{causes.growth_factor:.2f})." in text
     # The figures the sentence is built from: 30 busy steps against 10, the ratio the model rebuilds.
-    assert "static took 30 busy engine steps and 0.0 s idle where continuous took 10 and 0.0 s" in text
+    assert "static took 30 busy engine steps and 0.0 s idle where continuous took 10 steps and 0.0 s" in text
     assert f"makes it {causes.modelled_ratio:.2f}×" in text
 
 
