@@ -62,7 +62,7 @@ def test_ratio_built_up_from_the_schedule_alone():
 
 
 def test_context_per_sequence_is_averaged_over_every_runs_busy_steps():
-    # 300 sequence-steps at 600 tokens each and 160 at 300: (180,000 + 48,000) / 460.
+    # 240 sequence-steps at 600 tokens each and 160 at 300: (144,000 + 48,000) / 400.
     tables = [step_log(STATIC, context_per_sequence=600), step_log(CONTINUOUS, context_per_sequence=300)]
-    assert mean_context_per_sequence(tables) == pytest.approx((300 * 600 + 160 * 300) / 460)
+    assert mean_context_per_sequence(tables) == pytest.approx(480)
     assert math.isnan(mean_context_per_sequence([]))
