@@ -64,6 +64,8 @@ class HeadlineRow:
     reasons: tuple[str, ...]
     # The same ratios with every run at one machine speed (harness.analysis.speed).
     normalised_ratios: dict[str, Estimate] = field(default_factory=dict)
+    # Each unstable system's first reason in a few words (`reasons` has them in full).
+    briefs: tuple[str, ...] = ()
 
 
 def assess_run(
@@ -174,7 +176,7 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     for level, systems in by_level.items():
         if "continuous" not in systems:
             continue
-        ratios, normalised, reasons, stable = {}, {}, [], True
+        ratios, normalised, reasons, briefs, stable = {}, {}, [], [], True
         for numerator, denominator in HEADLINE_RATIOS:
             if denominator not in systems:
                 continue
@@ -190,6 +192,7 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
             if member is not None and not member.health.stable:
                 stable = False
                 reasons.append(f"{system}: {member.health.reasons[0]}")
+                briefs.append(f"{system} {member.health.briefs[0]}")
         if ratios:
-            rows.append(HeadlineRow(level, ratios, stable, tuple(reasons), normalised))
+            rows.append(HeadlineRow(level, ratios, stable, tuple(reasons), normalised, tuple(briefs)))
     return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

@@ -79,6 +79,8 @@ class Check:
     passed: bool
     severity: Severity
     text: str
+    # A few words for a one-line summary (the report's headline); empty: the name serves.
+    brief: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,12 @@ class Health:
     def reasons(self) -> list[str]:
         """Why it is unstable, in words (empty when stable)."""
         return [check.text for check in self.checks if check.severity == "unstable" and not check.passed]
+
+    @property
+    def briefs(self) -> list[str]:
+        """Why it is unstable, a few words per failed check (empty when stable)."""
+        return [check.brief or check.name for check in self.checks
+                if check.severity == "unstable" and not check.passed]
 
     @property
     def notes(self) -> list[str]:
@@ -200,7 +208,8 @@ def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[En
     """
     checks: list[Check | None] = [
         Check("repetitions", float(estimate.n), MIN_REPETITIONS, estimate.n >= MIN_REPETITIONS, "unstable",
-              f"{estimate.n} repetition(s), fewer than {MIN_REPETITIONS}: no interval"),
+              f"{estimate.n} repetition(s), fewer than {MIN_REPETITIONS}: no interval",
+              f"{estimate.n} repetition(s), {MIN_REPETITIONS} needed"),
     ]
     speed = machine_speed_check(engines)
     if estimate.n >= 2:
@@ -208,15 +217,18 @@ def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[En
         narrow = half <= MAX_CELL_HALF_WIDTH
         # A spread cell's reason says what moved it, when the engine steps can tell.
         why = f" ({speed.text})" if speed is not None and not narrow else ""
+        short = f" ({speed.brief})" if speed is not None and not narrow else ""
         checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, narrow, "unstable",
-                            f"repetitions spread: 95% interval ±{half:.1%} of the median{why}"))
+                            f"repetitions spread: 95% interval ±{half:.1%} of the median{why}",
+                            f"spread ±{half:.1%}{short}"))
         if why:
             speed = None
     unstable_runs = sum(not run.stable for run in runs)
     if unstable_runs:
         first = next(run for run in runs if not run.stable).reasons[0]
         checks.append(Check("runs", float(unstable_runs), 0.0, False, "unstable",
-                            f"{unstable_runs} of {len(runs)} runs unstable ({first})"))
+                            f"{unstable_runs} of {len(runs)} runs unstable ({first})",
+                            f"{unstable_runs} of {len(runs)} runs unstable"))
     checks.append(speed)
     return Health(tuple(check for check in checks if check is not None))
 
@@ -235,13 +247,15 @@ def machine_speed_check(engines: Sequence[EngineMetrics | None]) -> Check | None
     step_ms = np.array([engine.median_step_s for engine in known]) * 1000.0
     spread = float((step_ms.max() - step_ms.min()) / 2 / np.median(step_ms))
     if (steps.max() - steps.min()) / np.median(steps) > SAME_SCHEDULE:
+        brief = "schedule differed"
         text = (f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps,"
                 f" median step {step_ms.min():.1f}-{step_ms.max():.1f} ms")
     else:
+        brief = "machine speed varied"
         text = (f"same schedule ({steps.min():.0f}-{steps.max():.0f} engine steps) at median step times of"
                 f" {step_ms.min():.1f}-{step_ms.max():.1f} ms (±{spread:.0%}): the machine's speed varied,"
                 " not the scheduler")
-    return Check("machine speed", spread, MAX_CELL_HALF_WIDTH, spread <= MAX_CELL_HALF_WIDTH, "note", text)
+    return Check("machine speed", spread, MAX_CELL_HALF_WIDTH, spread <= MAX_CELL_HALF_WIDTH, "note", text, brief)
 
 
 def coalesced_share(tokens: pd.DataFrame) -> float:

@@ -1,9 +1,10 @@
 """The report of a sweep: report.md, a self-contained report.html, and summary.json.
 
 `assemble` goes from run directories (or measured runs) to the written report:
-`facts` computes everything the report states, `sections`, `published` and
-`headline` lay it out as blocks of a `document` (numbers written by `format`,
-figures drawn by `plots`), and `render` writes the files, with `summary`'s JSON.
+`facts` computes everything the report states, `sections`, `published`, `causes`
+(why the gap is its size) and `headline` lay it out as blocks of a `document`
+(numbers written by `format`, figures drawn by `plots`), and `render` writes the
+files, with `summary`'s JSON.
 """
 
 from harness.report.assemble import AssembledReport, assemble_report, write_report

@@ -27,7 +27,14 @@ from harness.calibration.marking import is_calibration_run
 from harness.errors import UsageError
 from harness.report.document import Block, Bullets, Paragraph
 from harness.report.facts import ReportExtras, ReportRun, gather_facts
-from harness.report.headline import cell_blocks, client_bound_blocks, headline_blocks, headline_summary
+from harness.report.headline import (
+    PAIRED,
+    cell_blocks,
+    client_bound_blocks,
+    headline_blocks,
+    headline_summary,
+    paired_ratios,
+)
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_model import StepModelSummary
 from harness.rundir.manifest import RunManifest
@@ -72,12 +79,14 @@ def assemble_report(
         caveats=notes,
         step_models=[StepModelSummary.of(m) for m in server_models(runs)],
     )
-    blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.reasons)})" for row in rows if not row.stable]
+    blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.briefs or row.reasons)})"
+               for row in rows if not row.stable]
     if smoke:
         blocked.insert(0, "a smoke run (--quick) is not a measurement")
+    table = gap_table([run.entry for run in chosen])
     paths = write_report(
         chosen,
-        gap_table([run.entry for run in chosen]),
+        table,
         out_dir,
         extras,
         lead=[
@@ -85,12 +94,13 @@ def assemble_report(
             *calibration_blocks([run.data.manifest for run in assessed]),
             *client_bound_blocks(assessed),
             *headline_blocks(rows, smoke, assessment.common_fit,
-                            [run.normalised.speed for run in assessed if run.normalised is not None]),
+                            [run.normalised.speed for run in assessed if run.normalised is not None], table),
         ],
         details=cell_blocks(cells),
         blocked=blocked,
         summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial},
         measured=[run.data.manifest for run in assessed],
+        headline_ratio=PAIRED if paired_ratios(rows) else "",
     )
     return AssembledReport(
         paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows, partial=partial,
@@ -133,16 +143,20 @@ def write_report(
     blocked: Sequence[str] = (),
     summary_extra: Mapping[str, Any] | None = None,
     measured: Sequence[RunManifest] = (),
+    headline_ratio: str = "",
 ) -> ReportPaths:
     """Compute what the report states about `runs` and their gap `table`, and write it.
 
     `lead` goes right under the title (the headline), `details` after the overview;
     `blocked` names why no acceptance line may be drawn (unstable cells);
     `summary_extra` is merged into summary.json; `measured` are the manifests of every
-    run measured (default: those of `runs`), for the overview's counts and hosts.
+    run measured (default: those of `runs`), for the overview's counts and hosts;
+    `headline_ratio` names the headline's ratio estimator when it is not the gap
+    table's ratio of medians.
     """
     facts = gather_facts(runs, table, extras, blocked=blocked, measured=measured)
-    return render_report(facts, out_dir, lead=lead, details=details, summary_extra=summary_extra)
+    return render_report(facts, out_dir, lead=lead, details=details, summary_extra=summary_extra,
+                         headline_ratio=headline_ratio)
 
 
 @dataclass(frozen=True)

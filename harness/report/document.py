@@ -56,14 +56,30 @@ class Image:
     caption: str
 
 
-Block = Heading | Paragraph | Bullets | Table | Image
+@dataclass(frozen=True)
+class SideBySide:
+    """Two blocks side by side in HTML (wrapping under each other on a narrow page), in turn in Markdown."""
+
+    left: Table | Image
+    right: Table | Image
+
+
+Block = Heading | Paragraph | Bullets | Table | Image | SideBySide
+
+
+def flatten(blocks: Iterable[Block]) -> list[Block]:
+    """`blocks` with each side-by-side pair replaced by its two blocks."""
+    return [part for block in blocks
+            for part in ((block.left, block.right) if isinstance(block, SideBySide) else (block,))]
 
 
 def to_markdown(blocks: Iterable[Block]) -> str:
     """Markdown of `blocks`; images link to images/<name>.png beside the file."""
     parts = []
     for block in blocks:
-        if isinstance(block, Heading):
+        if isinstance(block, SideBySide):
+            parts.append(to_markdown((block.left, block.right)).rstrip("\n"))
+        elif isinstance(block, Heading):
             parts.append(f"{'#' * block.level} {block.text}")
         elif isinstance(block, Paragraph):
             parts.append(block.text)
@@ -83,9 +99,14 @@ def _md_row(cells: Iterable[str]) -> str:
 
 
 _CSS = """
-body { font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em;
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em;
        line-height: 1.45; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.88em; }
+table { border-collapse: collapse; margin: 0; font-size: 0.88em; }
+.scroll { overflow-x: auto; margin: 1em 0; }
+.side { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; margin: 1em 0; }
+.side > * { flex: 1 1 20em; min-width: 0; margin: 0; }
+.side > .scroll { flex: none; width: min-content; max-width: 100%; }
+.side td { white-space: nowrap; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 table.numeric td:not(:first-child) { text-align: right; font-variant-numeric: tabular-nums; }
@@ -97,29 +118,36 @@ figcaption { font-size: 0.9em; color: #555; }
 
 def to_html(blocks: Iterable[Block], title: str) -> str:
     """A standalone HTML page of `blocks`; images inline as data: URIs."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + _html_blocks(blocks)
+        + "\n</body>\n</html>\n"
+    )
+
+
+def _html_blocks(blocks: Iterable[Block]) -> str:
     body = []
     for block in blocks:
-        if isinstance(block, Heading):
+        if isinstance(block, SideBySide):
+            body.append(f'<div class="side">{_html_blocks((block.left, block.right))}</div>')
+        elif isinstance(block, Heading):
             body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
             body.append(f"<p>{html.escape(block.text)}</p>")
         elif isinstance(block, Bullets):
             body.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>")
         elif isinstance(block, Table):
-            body.append(_html_table(block))
+            # A table wider than the page scrolls in its own box; the page never scrolls sideways.
+            body.append(f'<div class="scroll">{_html_table(block)}</div>')
         else:
             data = base64.b64encode(block.png).decode("ascii")
             caption = html.escape(block.caption)
             body.append(
-                f'<figure><img src="data:image/png;base64,{data}" alt="{caption}">'
-                f"<figcaption>{caption}</figcaption></figure>"
+                f'<figure id="figure-{html.escape(block.name)}"><img src="data:image/png;base64,{data}"'
+                f' alt="{caption}"><figcaption>{caption}</figcaption></figure>'
             )
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body>\n</html>\n"
-    )
+    return "\n".join(body)
 
 
 def _html_table(table: Table) -> str:

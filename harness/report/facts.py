@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.analysis.engine import occupancy_steps
 from harness.analysis.gap import GapEntry, check_acceptance
+from harness.analysis.gap_causes import GapCauses, gap_causes, mean_context_per_sequence
 from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
 from harness.errors import UsageError
@@ -26,7 +27,7 @@ from harness.paper import physics
 from harness.paper.gpu_predict import WorkloadPrediction, predict_workload
 from harness.paper.gpu_setups import GpuSetup, setup_for_profile
 from harness.paper.simulate import ScheduleResult, SlotSpan, StepTimeModel, simulate, slot_diagram
-from harness.report.step_model import StepModelSummary
+from harness.report.step_model import QUOTED_CONTEXT_PER_SEQUENCE, StepModelSummary
 from harness.rundir.manifest import RunManifest
 from harness.rundir.reader import RunData
 from harness.systems import SYSTEMS, SystemName
@@ -87,11 +88,26 @@ class SlotDiagram:
 
 @dataclass(frozen=True)
 class StepQuote:
-    """The main server's fitted step cost, quoted beside the GPU roofline."""
+    """The main server's fitted step cost, quoted beside the GPU roofline.
+
+    Quoted at `context_per_sequence` tokens attended to per sequence: the mean over
+    the continuous runs' busy engine steps, or QUOTED_CONTEXT_PER_SEQUENCE without steps.
+    """
 
     model: StepModelSummary
     one_sequence_s: float
     batch_ratio: float
+    context_per_sequence: float
+    measured_context: bool
+
+
+@dataclass(frozen=True)
+class LevelCauses:
+    """At one cap: continuous against static and naive, split by cause (harness.analysis.gap_causes)."""
+
+    level: Level
+    batch_size: int
+    causes: tuple[GapCauses, ...]
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,8 @@ class ReportFacts:
     gpu_batch_ratio: float
     step_quote: StepQuote | None
     gpu_prediction: GpuPrediction | None = None
+    # Empty without a step model or engine steps.
+    gap_causes: tuple[LevelCauses, ...] = ()
 
 
 def parse_extras(extras: ReportExtras | Mapping[str, Any] | None) -> ReportExtras:
@@ -154,6 +172,7 @@ def gather_facts(
     low, high = QUOTED_BATCHES
     gpu_ratio = (physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, high)
                  / physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, low))
+    step_quote = _step_quote(extras, runs)
     return ReportFacts(
         extras=extras,
         runs=list(runs),
@@ -177,8 +196,9 @@ def gather_facts(
         ],
         cards=(llama, physics.model_card(physics.OPT_13B, physics.A100_40GB)),
         gpu_batch_ratio=gpu_ratio,
-        step_quote=_step_quote(extras),
+        step_quote=step_quote,
         gpu_prediction=gpu_prediction([run.data.manifest for run in runs]),
+        gap_causes=_gap_causes(runs, gap_table, step_quote.model) if step_quote else (),
     )
 
 
@@ -281,11 +301,40 @@ def _occupancy_level(runs: Sequence[ReportRun], requested: Level | None) -> Leve
     return caps[-1] if caps else (labels[0] if labels else None)
 
 
-def _step_quote(extras: ReportExtras) -> StepQuote | None:
+def _step_quote(extras: ReportExtras, runs: Sequence[ReportRun]) -> StepQuote | None:
     """The continuous server's model (it serves two of the three systems), else the first."""
     models = sorted(extras.step_models, key=lambda m: not m.server.startswith("continuous"))
     if not models:
         return None
     model = models[0]
+    measured = mean_context_per_sequence(
+        [run.data.steps for run in runs if run.entry.system == "continuous" and run.data.steps is not None])
+    context = measured if np.isfinite(measured) else float(QUOTED_CONTEXT_PER_SEQUENCE)
     low, high = QUOTED_BATCHES
-    return StepQuote(model, model.decode_step_s(1), model.decode_step_s(high) / model.decode_step_s(low))
+    return StepQuote(model, model.decode_step_s(1, context),
+                     model.decode_step_s(high, context) / model.decode_step_s(low, context),
+                     context, measured_context=bool(np.isfinite(measured)))
+
+
+def _gap_causes(runs: Sequence[ReportRun], table: pd.DataFrame, model: StepModelSummary) -> tuple[LevelCauses, ...]:
+    """Each cap's continuous run against its static and naive runs, all priced by `model`.
+
+    The measured ratio is the gap table's (the median runs' total tok/s), the figure the
+    split explains. Runs without engine steps are left out.
+    """
+    timings = {(run.entry.level, run.entry.system): (run.data.steps, run.entry.metrics.makespan_s)
+               for run in runs if run.data.steps is not None and not run.data.steps.empty}
+    batch_sizes = {run.entry.level: run.data.manifest.batch_size for run in runs if run.entry.system == "continuous"}
+    levels = []
+    for row in table.to_dict(orient="records"):
+        level = row["level"]
+        continuous = timings.get((level, "continuous"))
+        if not is_cap(level) or continuous is None:
+            continue
+        causes = tuple(
+            gap_causes(other, float(row[f"continuous/{other}"]), continuous, timings[level, other], model.cost())
+            for other in ("static", "naive") if (level, other) in timings
+        )
+        if causes:
+            levels.append(LevelCauses(level, batch_sizes[level], causes))
+    return tuple(levels)

@@ -6,21 +6,29 @@ summary.json entries from cells and headline rows (harness.analysis.cells).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
+
 from harness.analysis.cells import AssessedRun, Cell, HeadlineRow
-from harness.analysis.levels import level_name
+from harness.analysis.levels import Level, level_name
 from harness.analysis.stats import Estimate
 from harness.analysis.step_fit import StepFit
-from harness.report.document import Block, Bullets, Heading, Paragraph, Table
+from harness.report.document import Block, Bullets, Heading, Image, Paragraph, SideBySide, Table
+from harness.report.plots import RatioPoint, headline_plot
 
 SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."
 
 
 def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepFit | None = None,
-                    speeds: Sequence[float] = ()) -> list[Block]:
-    """The answer: at each spread level, continuous over static and naive, with intervals."""
+                    speeds: Sequence[float] = (), table: pd.DataFrame | None = None) -> list[Block]:
+    """The answer: at each spread level, continuous over static and naive, with intervals.
+
+    The table sits beside a plot of the same ratios and, from the gap `table`'s predicted
+    columns, their predictions; under them one short line per unstable level.
+    """
     blocks: list[Block] = []
     if smoke:
         blocks.append(Paragraph(f"**{SMOKE_BANNER}**"))
@@ -29,12 +37,11 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepFi
         "Every headline cell is STABLE."
         if not unstable
         else f"UNSTABLE at {', '.join(level_name(row.level) for row in unstable)}: no acceptance line is drawn"
-        " from those cells (reasons below)."
+        " from those cells (one line each under the table; in full under 'Every cell, repeated')."
     )
-    paired = any("paired" in ratio.method for row in rows for ratio in row.ratios.values())
     how = (
-        "the median over repetitions of each repetition's ratio (the systems ran back to back in every"
-        " repetition, so the machine's drift cancels)" if paired else "the ratio of the systems' median"
+        f"{PAIRED} (the systems ran back to back in every repetition, so the machine's drift cancels)"
+        if paired_ratios(rows) else "the ratio of the systems' median"
     )
     blocks.append(Paragraph(
         f"Throughput gain of continuous batching in total tok/s ((prompt + useful tokens) / makespan): {how},"
@@ -52,7 +59,11 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepFi
         )
         for row in rows
     )
-    blocks.append(Table(header, body, table_id="headline"))
+    headline_table = Table(header, body, table_id="headline")
+    blocks.append(SideBySide(headline_table, Image("headline", headline_plot(ratio_points(rows, table)),
+                                                   HEADLINE_CAPTION)) if rows else headline_table)
+    if unstable:
+        blocks.append(Bullets(tuple(unstable_line(row) for row in unstable)))
     if at_one_speed and common_fit is not None and speeds:
         blocks.append(Paragraph(
             "At one speed: the same runs with each run's busy engine time re-priced by one step-cost model fitted"
@@ -61,10 +72,44 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepFi
             f" ranged {min(speeds):.2f}–{max(speeds):.2f} (1 = the model's pace). The verdict is on the measured"
             " figures."
         ))
-    reasons = [f"{level_name(row.level)}: {reason}" for row in rows for reason in row.reasons]
-    if reasons:
-        blocks.append(Bullets(tuple(reasons)))
     return blocks
+
+
+HEADLINE_CAPTION = ("Continuous over static and over naive against spread: medians with 95% intervals; dashed,"
+                    " the step-cost model's predictions.")
+
+
+def unstable_line(row: HeadlineRow) -> str:
+    """One short line on why a headline level is UNSTABLE."""
+    return f"{level_name(row.level)}: {'; '.join(row.briefs or row.reasons)}"
+
+
+def ratio_points(rows: Sequence[HeadlineRow], table: pd.DataFrame | None) -> dict[str, list[RatioPoint]]:
+    """The headline's ratios per level, each with the ratio of the predicted totals where the gap table has them."""
+    predicted: dict[tuple[Level, str], float] = {}
+    if table is not None:
+        for record in table.to_dict(orient="records"):
+            for name in {name for row in rows for name in row.ratios}:
+                top, bottom = name.split("/")
+                denominator = record.get(f"{bottom}_predicted_total_tok_s", math.nan)
+                numerator = record.get(f"{top}_predicted_total_tok_s", math.nan)
+                if denominator and denominator > 0:
+                    predicted[record["level"], name] = numerator / denominator
+    series: dict[str, list[RatioPoint]] = {}
+    for row in rows:
+        for name, estimate in row.ratios.items():
+            series.setdefault(name, []).append(RatioPoint(
+                level_name(row.level), estimate.point, estimate.low, estimate.high,
+                predicted.get((row.level, name), math.nan)))
+    return series
+
+
+PAIRED = "the median over repetitions of each repetition's ratio"
+
+
+def paired_ratios(rows: Sequence[HeadlineRow]) -> bool:
+    """Whether the headline gives any ratio as the median of paired repetitions' ratios."""
+    return any("paired" in ratio.method for row in rows for ratio in row.ratios.values())
 
 
 def client_bound_blocks(runs: Sequence[AssessedRun]) -> list[Block]:

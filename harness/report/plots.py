@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,50 @@ def throughput_plot(table: pd.DataFrame) -> bytes:
     ax.set_ylabel("total tok/s (prompt + useful output), log scale")
     ax.set_title("Throughput against spread of output lengths")
     ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    return to_png(fig)
+
+
+@dataclass(frozen=True)
+class RatioPoint:
+    """One headline ratio at one spread level: median, 95% interval, and the prediction (NaN: none)."""
+
+    level: str
+    point: float
+    low: float
+    high: float
+    predicted: float
+
+
+# The headline's ratios take the colour of their denominator system.
+RATIO_COLORS = {"continuous/static": SYSTEM_COLORS["static"], "continuous/naive": SYSTEM_COLORS["naive"]}
+
+
+def headline_plot(series: Mapping[str, Sequence[RatioPoint]]) -> bytes:
+    """Each headline ratio against spread level: measured with its interval, predicted dashed.
+
+    Small enough to sit beside the headline table in a 1280-pixel window.
+    """
+    fig = Figure(figsize=(5.0, 3.4))
+    ax = fig.add_subplot()
+    levels = list(dict.fromkeys(point.level for points in series.values() for point in points))
+    offset = 0.08
+    for i, (name, points) in enumerate(series.items()):
+        color = RATIO_COLORS.get(name, "#444444")
+        x = np.array([levels.index(p.level) for p in points], dtype=float) + (i - (len(series) - 1) / 2) * offset
+        point = np.array([p.point for p in points])
+        below = point - np.array([p.low for p in points])
+        above = np.array([p.high for p in points]) - point
+        ax.errorbar(x, point, yerr=np.vstack([below, above]), color=color, marker="o", capsize=3, label=name)
+        predicted = np.array([p.predicted for p in points])
+        if not np.all(np.isnan(predicted)):
+            ax.plot(x, predicted, color=color, marker="x", linestyle="--", label=f"{name} predicted")
+    ax.axhline(1.0, color="#888888", linewidth=0.8)
+    ax.set_xticks(range(len(levels)), levels)
+    ax.set_xlabel("spread level (output-length cap)")
+    ax.set_ylabel("throughput ratio (total tok/s)")
+    ax.set_title("Continuous batching's gain against spread", fontsize="medium")
+    ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     return to_png(fig)
 

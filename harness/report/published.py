@@ -11,10 +11,13 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.levels import is_cap
+from harness.report.causes import cause_sentences, cause_table
 from harness.report.document import Block, Heading, Paragraph, Table
 from harness.report.facts import QUOTED_BATCHES, SEED_OUTPUTS, ReportFacts, ReportRun, unique
 from harness.report.format import ms, num
-from harness.report.step_model import QUOTED_CONTEXT_PER_SEQUENCE
+
+# Measured ratios here are the gap table's: the median runs' figures divided.
+MEDIAN_RUNS = " (ratio of the median runs)"
 
 
 def published_section(facts: ReportFacts) -> list[Block]:
@@ -30,11 +33,12 @@ def published_section(facts: ReportFacts) -> list[Block]:
         ("Naive static batch size per cap", "16/12/8/4 (HF pipelines) for caps 32/128/512/1536", "—",
          _batch_sizes(runs, "naive")),
         ("vLLM (continuous batching + PagedAttention) over naive", "~23x",
-         _per_level(caps, "continuous", "naive", predicted=True), _per_level(caps, "continuous", "naive")),
+         _per_level(caps, "continuous", "naive", predicted=True),
+         _per_level(caps, "continuous", "naive", note=MEDIAN_RUNS)),
         ("Continuous batching alone over naive", "~8x", "—",
          "not separable here: our continuous system is vLLM itself"),
         ("Optimised static batching (FasterTransformer) over naive", "~4x",
-         _per_level(caps, "static", "naive", predicted=True), _per_level(caps, "static", "naive")),
+         _per_level(caps, "static", "naive", predicted=True), _per_level(caps, "static", "naive", note=MEDIAN_RUNS)),
         ("Naive static batching at the widest spread", "~81 tok/s", _widest(caps, "naive_predicted_total_tok_s"),
          _widest(caps, "naive_total_tok_s")),
         ("Seed: useful slots, outputs 100/200/300/1000 in one static batch of 4", "40%",
@@ -52,7 +56,14 @@ def published_section(facts: ReportFacts) -> list[Block]:
                   "Computed: physics.model_card and simulate. Measured: these runs."),
         Table(("quantity", "published", "computed here", "measured here"), rows, numeric=False),
         Paragraph(_what_differs(facts)),
+        *_cause_blocks(facts),
     ]
+
+
+def _models_and_hosts(runs: Sequence[ReportRun]) -> str:
+    models = ", ".join(unique(run.data.manifest.model for run in runs))
+    hosts = ", ".join(unique(f"{run.data.manifest.host.cpu} ({run.data.manifest.host.cores} cores)" for run in runs))
+    return f"{models} on {hosts}"
 
 
 def _our_setup(runs: Sequence[ReportRun]) -> str:
@@ -81,13 +92,13 @@ def _batch_sizes(runs: Sequence[ReportRun], system: str) -> str:
     return ", ".join(f"cap {level}: B={b}" for level, b in sizes) or "—"
 
 
-def _per_level(caps: pd.DataFrame, a: str, b: str, predicted: bool = False) -> str:
+def _per_level(caps: pd.DataFrame, a: str, b: str, predicted: bool = False, note: str = "") -> str:
     suffix = "_predicted_total_tok_s" if predicted else "_total_tok_s"
     parts = []
     for level, top, bottom in zip(caps["level"], caps[f"{a}{suffix}"], caps[f"{b}{suffix}"], strict=True):
         if bottom > 0 and not math.isnan(top):
             parts.append(f"cap {level}: {top / bottom:.1f}x")
-    return ", ".join(parts) or "—"
+    return ", ".join(parts) + note if parts else "—"
 
 
 def _widest(caps: pd.DataFrame, column: str) -> str:
@@ -110,31 +121,46 @@ def _seed_measured(runs: Sequence[ReportRun]) -> str:
 def _single_sequence_step(facts: ReportFacts) -> str:
     if facts.step_quote is None:
         return "—"
-    return (f"{ms(facts.step_quote.one_sequence_s)} ms for one sequence at {QUOTED_CONTEXT_PER_SEQUENCE} tokens of "
-            "context (fitted on our engine steps)")
+    return (f"{ms(facts.step_quote.one_sequence_s)} ms for one sequence at "
+            f"{facts.step_quote.context_per_sequence:,.0f} tokens of context (fitted on our engine steps)")
 
 
 def _what_differs(facts: ReportFacts) -> str:
     llama = facts.cards[0]
     ours = ""
-    if facts.step_quote is not None:
+    quote = facts.step_quote
+    if quote is not None:
         low, high = QUOTED_BATCHES
-        ours = (f" Here a decode step of {high} sequences costs {facts.step_quote.batch_ratio:.1f}x one of {low}"
-                f" (fitted step model, {QUOTED_CONTEXT_PER_SEQUENCE} tokens of context each); for"
+        where = ("the mean over the continuous runs' engine steps" if quote.measured_context
+                 else "no engine steps to measure it from")
+        ours = (f" Here a decode step of {high} sequences costs {quote.batch_ratio:.1f}x one of {low}"
+                f" (fitted step model, {quote.context_per_sequence:,.0f} tokens of context each: {where}); for"
                 f" Llama-3.1-8B on an H100 the roofline gives {facts.gpu_batch_ratio:.2f}x.")
     return (
         "What differs: Anyscale served OPT-13B on an A100 and the seed reasons about Llama-3.1-8B on an H100, "
-        "while these runs use a small model on a CPU. A GPU decode step of an 8-13B model is memory-bound: it "
-        f"reads every weight once (~{llama.decode_step_floor_s * 1e3:.1f} ms for Llama-3.1-8B on an H100) and "
-        f"compute only catches up near {llama.crossover_batch:.0f} sequences, so extra sequences are nearly free "
-        "and filling idle slots multiplies throughput. A tiny model on a CPU is compute-bound already at small "
-        "batch: each extra sequence costs nearly its full share, so the gain from batching, and from filling "
-        f"slots, is far smaller; absolute tok/s and the size of the ratios do not carry over.{ours} Our continuous "
+        f"while these runs use {_models_and_hosts(facts.runs)}. A GPU decode "
+        "step of an 8-13B model is memory-bound: it reads every weight once "
+        f"(~{llama.decode_step_floor_s * 1e3:.1f} ms for Llama-3.1-8B on an H100) and compute only catches up near "
+        f"{llama.crossover_batch:.0f} sequences, so extra sequences are nearly free.{ours} Our continuous "
         "system is vLLM, so Anyscale's ~8x (continuous batching alone) and ~23x (vLLM) cannot be told apart here. "
         "What should carry over: the ordering continuous > static > naive and the growth of the gap with the "
-        "spread of output lengths, because both come from slot accounting (idle and padded slots), not from "
-        "the hardware."
+        "spread of output lengths; absolute tok/s and the size of the ratios do not."
     )
+
+
+def _cause_blocks(facts: ReportFacts) -> list[Block]:
+    """The measured gap split by cause at every cap, and in words at the widest."""
+    if not facts.gap_causes or facts.step_quote is None:
+        return [Paragraph("Why the gap is this size: not split here, since these runs have no engine step logs "
+                          "or no step-cost model.")]
+    quote_server = facts.step_quote.model.server
+    return [
+        Paragraph(
+            "Why the gap is this size, from these runs' engine steps, every step of both systems priced by one "
+            f"step-cost model ({quote_server}; table below). " + cause_sentences(facts.gap_causes[-1])
+        ),
+        cause_table(facts.gap_causes),
+    ]
 
 
 def model_card_section(facts: ReportFacts) -> list[Block]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.report.document import IMAGES_DIR, Block, Heading, Image, to_html, to_markdown
+from harness.report.document import IMAGES_DIR, Block, Heading, Image, flatten, to_html, to_markdown
 from harness.report.facts import ReportFacts
 from harness.report.gpu import gpu_section
 from harness.report.prediction import prediction_blocks
@@ -48,11 +48,13 @@ def render_report(
     lead: Sequence[Block] = (),
     details: Sequence[Block] = (),
     summary_extra: Mapping[str, Any] | None = None,
+    headline_ratio: str = "",
 ) -> ReportPaths:
     """Write report.md (+ images/*.png), report.html and summary.json into `out_dir`.
 
     `lead` goes right under the title (the headline), `details` after the overview;
-    `summary_extra` is merged into summary.json.
+    `summary_extra` is merged into summary.json; `headline_ratio` names the headline's
+    ratio estimator where it differs from the gap table's.
     """
     extras = facts.extras
     blocks = [
@@ -60,7 +62,7 @@ def render_report(
         *lead,
         *overview_section(facts.metadata),
         *details,
-        *gap_section(facts.gap_table),
+        *gap_section(facts.gap_table, headline_ratio),
         *acceptance_section(facts.findings),
         *occupancy_section(facts.occupancy),
         *latency_section(facts),
@@ -88,7 +90,7 @@ def write_blocks(blocks: Sequence[Block], out: Path, title: str, stem: str) -> t
     """
     (out / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
     images = []
-    for block in blocks:
+    for block in flatten(blocks):
         if isinstance(block, Image):
             path = out / IMAGES_DIR / f"{block.name}.png"
             path.write_bytes(block.png)

@@ -39,15 +39,24 @@ def overview_section(metadata: Mapping[str, Any]) -> list[Block]:
     return blocks
 
 
-def gap_section(table: pd.DataFrame) -> list[Block]:
-    """The gap table and the throughput plot."""
+def gap_section(table: pd.DataFrame, headline_ratio: str = "") -> list[Block]:
+    """The gap table and the throughput plot.
+
+    `headline_ratio` names the headline's estimator of a ratio where it is not the ratio
+    of medians; the text then names both, since the two tables differ for one ratio.
+    """
+    estimators = (
+        " Here a ratio divides the median runs' figures (a ratio of medians); the headline's ratios are"
+        f" {headline_ratio}, so the two can differ by a few percent."
+        if headline_ratio else ""
+    )
     blocks: list[Block] = [
         Heading("Throughput gap"),
         Paragraph(
             "One row per spread level (the output-length cap; other workloads by name). total tok/s counts "
             "prompt plus useful output tokens per second of makespan (Anyscale's definition); output tok/s "
             "counts useful output tokens only, so naive batching's padding is not credited. Ratios compare "
-            "total tok/s; 'vs predicted' is measured / predicted - 1."
+            f"total tok/s; 'vs predicted' is measured / predicted - 1.{estimators}"
         ),
         gap_html_table(table),
     ]

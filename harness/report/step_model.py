@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.analysis.step_predict import ServerStepModel
 from harness.paper.step_cost import LinearStepCost
 
-# The context per sequence at which the report quotes a decode step: a 64-token
-# prompt (the CPU workloads') and 64 tokens generated.
+# The context per sequence at which the report quotes a decode step when the runs have
+# no engine steps to measure it from.
 QUOTED_CONTEXT_PER_SEQUENCE = 128
 
 
@@ -52,7 +52,10 @@ class StepModelSummary(BaseModel):
             **fit.cost.coefficients(),
         )
 
-    def decode_step_s(self, sequences: int, context_per_sequence: int = QUOTED_CONTEXT_PER_SEQUENCE) -> float:
+    def cost(self) -> LinearStepCost:
+        """The fitted constants as a step cost."""
+        return LinearStepCost(self.overhead_s, self.per_sequence_s, self.per_prefill_token_s, self.per_context_token_s)
+
+    def decode_step_s(self, sequences: int, context_per_sequence: float = QUOTED_CONTEXT_PER_SEQUENCE) -> float:
         """Seconds of a decode step of `sequences` sequences, each attending to `context_per_sequence` tokens."""
-        cost = LinearStepCost(self.overhead_s, self.per_sequence_s, self.per_prefill_token_s, self.per_context_token_s)
-        return float(cost.step_seconds(sequences, np.array([sequences * context_per_sequence]), 0)[0])
+        return float(self.cost().step_seconds(sequences, np.array([sequences * context_per_sequence]), 0)[0])

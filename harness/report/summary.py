@@ -9,12 +9,16 @@ from typing import Any
 
 import numpy as np
 
+from harness.report.causes import keeps_small
 from harness.report.facts import ReportFacts
 from harness.report.gpu import gpu_note
 
 
 def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The gap table, findings, runs (with their GPU telemetry line), step models and caveats; `extra` on top."""
+    """The gap table, findings, runs (with their GPU telemetry line), step models, the gap's causes and caveats.
+
+    `extra` goes on top.
+    """
     base = json_safe({
         "metadata": facts.metadata,
         "gap_table": facts.gap_table.to_dict(orient="records"),
@@ -35,6 +39,22 @@ def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[
             for run in facts.runs
         ],
         "step_models": [model.model_dump() for model in facts.extras.step_models],
+        "gap_causes": [
+            {
+                "level": level.level,
+                "batch_size": level.batch_size,
+                "against": causes.other,
+                "measured_ratio": causes.measured_ratio,
+                "schedule_ratio": causes.schedule_ratio,
+                "with_growth_ratio": causes.with_growth_ratio,
+                "modelled_ratio": causes.modelled_ratio,
+                "growth_factor": causes.growth_factor,
+                "prefill_factor": causes.prefill_factor,
+                "prefill_share": causes.continuous.prefill_share,
+                "keeps_it_small": keeps_small(causes),
+            }
+            for level in facts.gap_causes for causes in level.causes
+        ],
         "caveats": facts.extras.caveats,
     })
     return base | json_safe(dict(extra or {}))

@@ -382,6 +382,68 @@ def test_the_headline_is_the_first_table_and_sits_above_the_fold(assembled, tmp_
     assert width == 1280 and height >= seen["innerHeight"], (width, height)
 
 
+def test_the_headline_table_sits_beside_its_plot(assembled):
+    page = assembled.paths.html.read_text()
+    side = page.split('<div class="side">', 1)[1]
+    assert side.index('<table id="headline"') < side.index('<figure id="figure-headline">') < side.index("</figure>")
+    assert page.index('<div class="side">') < page.index("<h2>")
+    assert (assembled.paths.markdown.parent / "images" / "headline.png").is_file()
+
+
+def test_unstable_levels_get_one_short_line_and_the_full_reason_further_down(tmp_path):
+    from harness.report.assemble import assemble_report
+
+    dirs = [write_run(tmp_path / "runs", f"{system}-cap4-r{rep}", system, cap_workload(4), OUTPUTS[4], 2)
+            for rep in (1, 2) for system in ("continuous", "static", "naive")]
+    markdown = assemble_report(dirs, tmp_path / "report").paths.markdown.read_text()
+    short = ("- cap 4: continuous 2 repetition(s), 3 needed; static 2 repetition(s), 3 needed;"
+             " naive 2 repetition(s), 3 needed")
+    assert short in markdown.split("## ", 1)[0]
+    assert "UNSTABLE: 2 repetition(s), fewer than 3: no interval" in markdown.split("## Every cell, repeated", 1)[1]
+
+
+def test_a_paired_headline_and_the_gap_table_name_their_estimators(tmp_path):
+    from harness.report.assemble import assemble_report
+
+    dirs = []
+    for rep in (1, 2, 3):
+        for system in ("continuous", "static", "naive"):
+            run_dir = write_run(tmp_path / "runs", f"{system}-cap4-r{rep}", system, cap_workload(4), OUTPUTS[4], 2)
+            # Repetitions in rounds, one after another: the headline pairs them.
+            edit_manifest(run_dir, started_at=T0 + 100 * rep)
+            dirs.append(run_dir)
+    markdown = assemble_report(dirs, tmp_path / "report").paths.markdown.read_text()
+    assert "the median over repetitions of each repetition's ratio" in markdown.split("## ", 1)[0]
+    gap = markdown.split("## Throughput gap", 1)[1].split("##", 1)[0]
+    assert ("a ratio divides the median runs' figures (a ratio of medians); the headline's ratios are the median"
+            " over repetitions of each repetition's ratio") in gap
+
+
+def test_an_unpaired_headline_leaves_the_gap_table_unqualified(assembled):
+    gap = assembled.paths.markdown.read_text().split("## Throughput gap", 1)[1].split("##", 1)[0]
+    assert "ratio of medians" not in gap
+
+
+# The first screen at 1280 px: the headline plot sits beside the headline table, inside the
+# window, and the page does not scroll sideways (wide tables scroll in their own box).
+FIRST_SCREEN_PROBE = (
+    "{scrollWidth: document.scrollingElement.scrollWidth, clientWidth: document.scrollingElement.clientWidth,"
+    " innerHeight: window.innerHeight,"
+    " tableRight: document.getElementById('headline').getBoundingClientRect().right,"
+    " plot: (() => { const box = document.getElementById('figure-headline')?.getBoundingClientRect();"
+    " return box ? {top: box.top, bottom: box.bottom, left: box.left} : null; })()}"
+)
+
+
+@pytest.mark.browser
+def test_the_first_screen_shows_the_headline_plot_and_nothing_scrolls_sideways(assembled, probe_in_chromium):
+    seen = probe_in_chromium(assembled.paths.html, FIRST_SCREEN_PROBE)
+    assert seen["clientWidth"] == 1280 and seen["scrollWidth"] <= seen["clientWidth"], seen
+    plot = seen["plot"]
+    assert plot is not None and plot["top"] >= 0 and plot["bottom"] <= seen["innerHeight"], seen
+    assert plot["left"] >= seen["tableRight"], seen
+
+
 # --- GPU telemetry ----------------------------------------------------------------------
 
 GIB = 2**30
