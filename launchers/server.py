@@ -14,19 +14,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 import httpx
 
 from harness.errors import ServerError, UsageError
 from harness.settings import Settings
+from harness.systems import MODES, Mode
 from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
 from launchers.process import ensure_port_free, free_port, group_members, stop_group, tail
-
-Mode = Literal["continuous", "static"]
-MODES: tuple[Mode, ...] = ("continuous", "static")
 
 # The engine process imports the plugin from here; the launcher puts this on its PYTHONPATH.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from harness.history.record import add_history_arguments
 from harness.settings import Settings
-from harness.systems import SYSTEMS
-from launchers import MODES, Mode, start
+from harness.systems import MODES, SERVER_MODE, SYSTEMS, Mode
+from launchers import start
 
 
 def add_parser(subparsers) -> None:
@@ -159,10 +159,10 @@ def _system(args: argparse.Namespace) -> str:
         raise UsageError(f"unknown system {system!r}: use one of {', '.join(SYSTEMS)}")
     if args.launch and args.launch not in MODES:
         raise UsageError(f"unknown mode {args.launch!r}: use one of {', '.join(MODES)}")
-    if system == "naive" and args.launch == "static":
-        raise UsageError("--system naive pads waves on the client: launch a continuous server for it")
-    if args.launch and system in MODES and system != args.launch:
-        raise UsageError(f"--system {system} does not match --launch {args.launch}")
+    if args.launch and SERVER_MODE[system] != args.launch:
+        if system in MODES:
+            raise UsageError(f"--system {system} does not match --launch {args.launch}")
+        raise UsageError(f"--system {system} pads waves on the client: launch a {SERVER_MODE[system]} server for it")
     return system
 
 
