@@ -128,7 +128,7 @@ def _steps(run_dir: Path) -> pd.DataFrame:
 
 
 def _spec(sizes: CheckSizes, mode: Mode, extra_args: tuple[str, ...], async_scheduling: bool) -> ServerSpec:
-    return ServerSpec(mode=mode, model=sizes.model, max_num_seqs=sizes.batch_size, extra_args=extra_args,
+    return ServerSpec(mode=mode, model=sizes.model, max_num_seqs=sizes.batch_size, vllm_args=extra_args,
                       async_scheduling=async_scheduling)
 
 

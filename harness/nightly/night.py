@@ -44,13 +44,6 @@ class NightResult:
     extra_rounds: int
 
 
-def server_spec(loaded: LoadedSuite, mode: Mode) -> ServerSpec:
-    """The suite's server in `mode`."""
-    server = loaded.suite.server
-    return ServerSpec(mode=mode, model=server.model, max_num_seqs=server.max_num_seqs,
-                      extra_args=server.vllm_args, kv_cache_bytes=server.kv_cache_bytes)
-
-
 def run_night(
     loaded: LoadedSuite,
     out: Path,
@@ -68,7 +61,7 @@ def run_night(
     with contextlib.ExitStack() as stack:
         targets: dict[Mode, SweepTarget] = {}
         for mode in modes_for(suite.systems):
-            server = stack.enter_context(start(server_spec(loaded, mode), log_dir=out / "servers" / mode))
+            server = stack.enter_context(start(ServerSpec.of(suite.server, mode), log_dir=out / "servers" / mode))
             info = probe_endpoint(server.base_url, {}, None)
             targets[mode] = SweepTarget(info, load_tokenizer(None, info), suite.server.max_num_seqs,
                                         asdict(server.info))

@@ -20,7 +20,7 @@ from harness.errors import UsageError
 from harness.systems import SystemName
 from harness.validation import describe_validation_error
 from harness.workload import WorkloadSpec, load_specs
-from harness.workload.limits import Count
+from launchers.spec import ServerConfig
 
 SUITES_DIR = Path(workloads.__file__).resolve().parent / "suites"
 Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
@@ -29,16 +29,6 @@ Trials = Annotated[int, Strict(), Field(ge=1, le=100)]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SuiteServer(_Frozen):
-    """The server every configuration of the suite is measured on (one launch per mode)."""
-
-    model: str = Field("tiny", min_length=1, description="Model to serve: tiny, llama-3.1-8b, opt-13b, a path.")
-    max_num_seqs: Count = Field(16, description="B: most sequences in a batch, for every system.")
-    kv_cache_bytes: Annotated[int, Strict(), Field(gt=0)] | None = Field(
-        None, description="KV cache size; unset: the CPU build's 1 GiB, vLLM's own sizing on a GPU.")
-    vllm_args: tuple[str, ...] = Field((), description="Extra vLLM arguments, as `--vllm-arg` takes them.")
 
 
 class GatePolicy(_Frozen):
@@ -60,7 +50,7 @@ class Suite(_Frozen):
     workloads: tuple[str, ...] = Field(min_length=1, description="Workload names or files (as --workload takes).")
     systems: tuple[SystemName, ...] = Field(min_length=1, description="Systems measured on every workload.")
     trials: Trials = Field(3, description="Runs of each (workload, system), interleaved across all of them.")
-    server: SuiteServer = Field(default_factory=SuiteServer, description="The server under test.")
+    server: ServerConfig = Field(default_factory=ServerConfig, description="The server under test.")
     gate: GatePolicy = Field(default_factory=GatePolicy, description="How a night is judged.")
 
     @field_validator("workloads", "systems")
