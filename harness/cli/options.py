@@ -28,7 +28,7 @@ from pydantic import (
 
 from harness.driver.wire import parse_address
 from harness.errors import UsageError
-from harness.workload.limits import MAX_REQUESTS, Batch, Seconds
+from harness.workload.limits import MAX_REQUESTS, Batch, Seconds, Share
 from launchers import ServerConfig
 
 MAX_REPETITIONS = 1_000
@@ -69,7 +69,6 @@ def writable_file(path: Path) -> Path:
 
 
 OutFile = Annotated[Path, AfterValidator(writable_file)]
-Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
 
 
 def existing_directory(path: str) -> str:

@@ -17,13 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, fiel
 
 import workloads
 from harness.errors import UsageError
+from harness.gate.baselines import BASELINE_BATCHES
+from harness.gate.statistics import DEFAULT_RULE
 from harness.systems import SystemName
 from harness.validation import describe_validation_error
 from harness.workload import WorkloadSpec, load_specs
+from harness.workload.limits import Share
 from launchers.spec import ServerConfig
 
 SUITES_DIR = Path(workloads.__file__).resolve().parent / "suites"
-Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
 Trials = Annotated[int, Strict(), Field(ge=1, le=100)]
 
 
@@ -34,9 +36,11 @@ class _Frozen(BaseModel):
 class GatePolicy(_Frozen):
     """How tonight's trials are judged against the rolling baseline (harness.gate.statistics)."""
 
-    threshold: Share = Field(0.05, description="Smallest drop of the median called a regression (0.05 = 5%).")
+    threshold: Share = Field(DEFAULT_RULE.threshold, description="Smallest drop of the median called a regression"
+                             " (a share: 0.10 is 10%).")
     baseline_nights: Trials = Field(
-        7, description="The rolling baseline: the last this many accepted nights of the same configuration.")
+        BASELINE_BATCHES, description="The rolling baseline: the last this many accepted nights of the same"
+        " configuration.")
     extra_trials: Annotated[int, Strict(), Field(ge=0, le=100)] = Field(
         2, description="Budget: trials added to each inconclusive configuration before giving up (0: none).")
 

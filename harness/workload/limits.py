@@ -28,3 +28,4 @@ TokenMean = Annotated[float, Strict(), Field(gt=0, le=MAX_TOKENS, allow_inf_nan=
 Seconds = Annotated[float, Strict(), Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
 NonNegativeSeconds = Annotated[float, Strict(), Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
 Batch = Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH)]
+Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
