@@ -17,6 +17,7 @@ from harness.errors import UsageError
 from harness.history.record import add_history_arguments
 from harness.settings import Settings
 from harness.systems import MODES, SERVER_MODE, SYSTEMS, Mode
+from harness.telemetry import TELEMETRY_INTERVAL_S
 from launchers import start
 
 
@@ -40,7 +41,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan"
     )
-    parser.add_argument("--telemetry-interval-s", type=float, default=0.25, help="how often to poll /metrics")
+    parser.add_argument("--telemetry-interval-s", type=float, default=TELEMETRY_INTERVAL_S,
+                        help=f"how often to poll /metrics (default {TELEMETRY_INTERVAL_S:g})")
     parser.add_argument(
         "--stall-timeout-s",
         type=float,

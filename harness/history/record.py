@@ -10,12 +10,13 @@ from harness.analysis.cells import AssessedRun
 from harness.history.from_run import trial_from_run
 from harness.history.rows import Source
 from harness.history.store import HistoryStore
+from harness.settings import HISTORY_DEFAULT_HELP
 
 
 def add_history_arguments(parser: argparse.ArgumentParser) -> None:
     """--history and --no-history, for the commands that record their runs (run, reproduce)."""
     parser.add_argument("--history", type=Path, help="results history to append the runs to (default:"
-                        " $BATCHBENCH_HISTORY, else ~/.local/share/batchbench/history.sqlite)")
+                        f" {HISTORY_DEFAULT_HELP})")
     parser.add_argument("--no-history", action="store_true", help="do not append the runs to the results history")
 
 
