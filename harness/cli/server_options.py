@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import types
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
@@ -53,9 +53,11 @@ def server_spec(args: argparse.Namespace, mode: Mode, port: int | None = None) -
 
 
 def _value_type(annotation: Any) -> Any:
-    """The type a flag parses: `int | None` is an optional int."""
+    """The type a flag parses: `int | None` is an optional int, and constraints are the model's to check."""
     if get_origin(annotation) in (Union, types.UnionType):
         (annotation,) = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
     return annotation
 
 
