@@ -86,7 +86,7 @@ def launch(arm: str, scratch: Path, stack: contextlib.ExitStack):
     os.environ[SLOWDOWN_ENV] = repr(SLOWDOWNS[arm])
     try:
         server = stack.enter_context(start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH,
-                                                      extra_args=extra), log_dir=scratch / f"server-{arm}"))
+                                                      vllm_args=extra), log_dir=scratch / f"server-{arm}"))
     finally:
         del os.environ[SLOWDOWN_ENV]
     endpoint = probe_endpoint(server.base_url, {}, None)

@@ -41,7 +41,7 @@ EXTRA_ARGS: dict[Arm, tuple[str, ...]] = {"recorded": (), "plain": plain_args(as
 
 def launch(arm: Arm, scratch: Path, stack: contextlib.ExitStack):
     """A continuous server of this arm, warmed up; it stays up for every repetition."""
-    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH, extra_args=EXTRA_ARGS[arm])
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH, vllm_args=EXTRA_ARGS[arm])
     server = stack.enter_context(start(spec, log_dir=scratch / f"server-{arm}"))
     endpoint = probe_endpoint(server.base_url, {}, None)
     warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)

@@ -7,7 +7,7 @@
 - `PYTHONPATH` -> `Settings.pythonpath`: kept behind the project root on a launched
   server's path.
 - `BATCHBENCH_HISTORY` -> `Settings.history_path`: the results history (harness.history);
-  default `~/.local/share/batchbench/history.sqlite`; `--history` overrides it.
+  default `DEFAULT_HISTORY_PATH`; `--history` overrides it.
 - `GITHUB_STEP_SUMMARY` -> `Settings.step_summary`: set by GitHub Actions; the gate
   appends its Markdown verdict there.
 - the variable named by `run --api-key-env` -> `Settings.variable(name)`: the bearer token.
@@ -30,6 +30,9 @@ CACHE_ENV = "BATCHBENCH_CACHE"
 SERVER_PYTHON_ENV = "BATCHBENCH_SERVER_PYTHON"
 HISTORY_ENV = "BATCHBENCH_HISTORY"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+DEFAULT_HISTORY_PATH = Path("~/.local/share/batchbench/history.sqlite")
+# How --history's help names its default.
+HISTORY_DEFAULT_HELP = f"${HISTORY_ENV}, else {DEFAULT_HISTORY_PATH}"
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,7 @@ class Settings:
             server_python=env.get(SERVER_PYTHON_ENV, sys.executable),
             pythonpath=env.get("PYTHONPATH"),
             # An empty value is unset, as shells and CI files often leave it.
-            history_path=Path(env.get(HISTORY_ENV) or Path.home() / ".local/share/batchbench/history.sqlite")
-            .expanduser(),
+            history_path=Path(env.get(HISTORY_ENV) or DEFAULT_HISTORY_PATH).expanduser(),
             step_summary=Path(env[STEP_SUMMARY_ENV]) if env.get(STEP_SUMMARY_ENV) else None,
             environ=env,
         )

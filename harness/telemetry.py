@@ -18,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.rundir.records import TELEMETRY_FIELDS
 
+# How often /metrics is polled unless the caller says (run --telemetry-interval-s).
+TELEMETRY_INTERVAL_S = 0.25
 # Sample name in /metrics -> column name in telemetry tables.
 GAUGES = {
     "vllm:num_requests_running": "running",
@@ -104,7 +106,7 @@ class TelemetrySampler:
     def __init__(
         self,
         base_url: str,
-        interval_s: float = 0.25,
+        interval_s: float = TELEMETRY_INTERVAL_S,
         headers: dict[str, str] | None = None,
         *,
         transport: httpx.BaseTransport | None = None,

@@ -4,10 +4,12 @@ The vLLM scheduler plugins (`static_scheduler`, `step_recorder`) are not re-expo
 import vLLM, and the engine loads them by dotted path (`--scheduler-cls`).
 """
 
+from harness.systems import MODES, Mode
 from launchers.layout import LAYOUTS, Layout, apply_layout, resolve_layout
 from launchers.models import PROFILES, ModelProfile, ResolvedModel, prepare_profile, resolve_model
 from launchers.process import group_members, stop_group
-from launchers.server import MODES, Mode, ServerHandle, ServerInfo, ServerSpec, VllmBuild, build_command, start
+from launchers.server import ServerHandle, ServerInfo, VllmBuild, build_command, start
+from launchers.spec import ServerConfig, ServerSpec
 
 __all__ = [
     "LAYOUTS",
@@ -17,6 +19,7 @@ __all__ = [
     "Mode",
     "ModelProfile",
     "ResolvedModel",
+    "ServerConfig",
     "ServerHandle",
     "ServerInfo",
     "ServerSpec",

@@ -14,19 +14,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 import httpx
 
 from harness.errors import ServerError, UsageError
 from harness.settings import Settings
+from harness.systems import Mode
 from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
 from launchers.process import ensure_port_free, free_port, group_members, stop_group, tail
-
-Mode = Literal["continuous", "static"]
-MODES: tuple[Mode, ...] = ("continuous", "static")
+from launchers.spec import ServerSpec
 
 # The engine process imports the plugin from here; the launcher puts this on its PYTHONPATH.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -54,44 +52,6 @@ _PROBE_VLLM = (
     "    except m.PackageNotFoundError: pass\n"
     "else: print(json.dumps({'distribution': 'vllm', 'version': 'unknown'}))\n"
 )
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """Everything that decides how a server is started; validated on construction."""
-
-    mode: Mode
-    model: str
-    max_num_seqs: int
-    host: str = "127.0.0.1"
-    port: int | None = None
-    extra_args: tuple[str, ...] = ()
-    batch_wait_s: float = 0.0
-    # Same value for both modes, so they differ only in admission (see static_scheduler).
-    # None: what the installed vLLM does (the CPU build forces it off).
-    async_scheduling: bool | None = None
-    # None: vLLM's own sizing on a GPU; the CPU build refuses to start without a size.
-    kv_cache_bytes: int | None = None
-    startup_timeout_s: float = 600.0
-    stop_grace_s: float = 20.0
-    # Where the server's processes run and at what priority (launchers.layout).
-    layout: str = "auto"
-
-    def __post_init__(self) -> None:
-        resolve_layout(self.layout)
-        if self.mode not in MODES:
-            raise UsageError(f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}")
-        if not self.model:
-            # An empty path would resolve to the working directory.
-            raise UsageError("model must not be empty: use tiny, a profile name, a directory or a hub id")
-        if isinstance(self.max_num_seqs, bool) or not isinstance(self.max_num_seqs, int) or self.max_num_seqs <= 0:
-            raise UsageError(f"max-num-seqs must be a positive integer, got {self.max_num_seqs!r}")
-        if self.batch_wait_s < 0:
-            raise UsageError(f"batch-wait-s must be >= 0, got {self.batch_wait_s}")
-        if self.kv_cache_bytes is not None and self.kv_cache_bytes <= 0:
-            raise UsageError(f"kv-cache-bytes must be positive, got {self.kv_cache_bytes}")
-        if self.startup_timeout_s <= 0:
-            raise UsageError(f"startup timeout must be positive, got {self.startup_timeout_s}")
 
 
 @dataclass(frozen=True)
@@ -159,7 +119,7 @@ def build_command(
     # (docs/validation/reproduction.md).
     # `--vllm-arg=--enable-prefix-caching` turns it back on (the last flag wins).
     argv += ["--no-enable-prefix-caching"]
-    argv += list(spec.extra_args)
+    argv += list(spec.vllm_args)
     return argv, env
 
 

@@ -60,7 +60,7 @@ def server_spec(
 ) -> ServerSpec:
     """The server the scenario needs in `mode` at B = `batch`: in static mode, with a wait for a full batch."""
     wait = STATIC_BATCH_WAIT_S if mode == "static" else 0.0
-    return ServerSpec(mode=mode, model=model, max_num_seqs=batch, batch_wait_s=wait, extra_args=extra_args,
+    return ServerSpec(mode=mode, model=model, max_num_seqs=batch, batch_wait_s=wait, vllm_args=extra_args,
                       async_scheduling=async_scheduling)
 
 

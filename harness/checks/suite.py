@@ -41,10 +41,10 @@ from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.rundir.reader import load_run
 from harness.settings import Settings
 from harness.sweep import SweepCell, SweepTarget, run_cells
-from harness.systems import SystemName
+from harness.systems import SERVER_MODE, SYSTEMS, Mode
 from harness.workload import WorkloadSpec, load_specs
 from harness.workload.spec import ClosedLoopArrival
-from launchers import Mode, ServerHandle, ServerSpec
+from launchers import ServerHandle, ServerSpec
 from launchers.server import probe_vllm
 
 logger = logging.getLogger(__name__)
@@ -90,9 +90,10 @@ def run_checks(plan: Plan) -> Verdict:
             found.append(rows.mode_row(result))
             if not result.passed:
                 notes.append(f"{mode} mode, {result.first_fault(with_steps=True)}")
-        recorded, static = _target(up["recorded"]), _target(up["static"])
+        recorded = _target(up["recorded"])
+        servers: dict[Mode, SweepTarget] = {"continuous": recorded, "static": _target(up["static"])}
         specs = _reproduction_specs(sizes)
-        targets: dict[SystemName, SweepTarget] = {"continuous": recorded, "static": static, "naive": recorded}
+        targets = {system: servers[SERVER_MODE[system]] for system in SYSTEMS}
         keys = [(spec, system) for spec in specs for system in targets]
         logger.info(f"[reproduction] {len(specs)} spreads x 3 systems at B = {sizes.batch_size}")
         made = run_cells([SweepCell(system, spec, targets[system]) for spec, system in keys], runs, repetitions=1)
@@ -127,7 +128,7 @@ def _steps(run_dir: Path) -> pd.DataFrame:
 
 
 def _spec(sizes: CheckSizes, mode: Mode, extra_args: tuple[str, ...], async_scheduling: bool) -> ServerSpec:
-    return ServerSpec(mode=mode, model=sizes.model, max_num_seqs=sizes.batch_size, extra_args=extra_args,
+    return ServerSpec(mode=mode, model=sizes.model, max_num_seqs=sizes.batch_size, vllm_args=extra_args,
                       async_scheduling=async_scheduling)
 
 

@@ -14,14 +14,15 @@ import argparse
 from pathlib import Path
 
 from harness.cli.gate_publish import GateDestinations
+from harness.gate.baselines import BASELINE_BATCHES
 from harness.gate.compare import METRIC_CHOICES
-from harness.settings import Settings
+from harness.gate.statistics import DEFAULT_RULE, GateRule
+from harness.settings import HISTORY_DEFAULT_HELP, Settings
 
 
 def add_gate_outputs(parser: argparse.ArgumentParser) -> None:
     """Options of every command that gives a gate verdict (gate, nightly)."""
-    parser.add_argument("--history", type=Path, help="results history file (default: $BATCHBENCH_HISTORY, else"
-                        " ~/.local/share/batchbench/history.sqlite)")
+    parser.add_argument("--history", type=Path, help=f"results history file (default: {HISTORY_DEFAULT_HELP})")
     parser.add_argument("--junit-xml", type=Path, help="also write the verdict as JUnit XML (one case per config)")
     parser.add_argument("--json", dest="json_file", type=Path, help="also write the verdict as JSON")
     parser.add_argument("--markdown", type=Path, help="also write the verdict as Markdown (it is appended to"
@@ -34,14 +35,16 @@ def add_parser(subparsers) -> None:
     parser.add_argument("candidate", type=Path, help="a run, reproduce or nightly directory")
     parser.add_argument("--baseline", type=Path, help="a pinned baseline directory (default: the history's last"
                         " accepted nightly batches)")
-    parser.add_argument("--last", type=int, default=7, help="baseline from history: the last K accepted batches"
-                        " (default 7)")
-    parser.add_argument("--threshold", type=float, default=0.05, help="smallest drop called a regression (default"
-                        " 0.05; widened to 3x the baseline's between-night noise)")
-    parser.add_argument("--alpha", type=float, default=0.02, help="significance of the one-sided Mann-Whitney test"
-                        " (default 0.02)")
-    parser.add_argument("--margin", type=float, default=0.03, help="a second test must show the candidate slower"
-                        " than the baseline lowered by this share (default 0.03), not merely slower")
+    parser.add_argument("--last", type=int, default=BASELINE_BATCHES, help="baseline from history: the last K"
+                        f" accepted batches (default {BASELINE_BATCHES})")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_RULE.threshold, help="smallest drop called a"
+                        f" regression (default {DEFAULT_RULE.threshold:g}; widened to 3x the baseline's between-night"
+                        " noise)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_RULE.alpha, help="significance of the one-sided"
+                        f" Mann-Whitney test (default {DEFAULT_RULE.alpha:g})")
+    parser.add_argument("--margin", type=float, default=DEFAULT_RULE.margin, help="a second test must show the"
+                        " candidate slower than the baseline lowered by this share (default"
+                        f" {DEFAULT_RULE.margin:g}), not merely slower")
     parser.add_argument("--metric", choices=METRIC_CHOICES, default="auto", help="figure compared (default auto: the"
                         " engine's total tok/s when every trial has it, else the client's)")
     parser.add_argument("--pool-hardware", action="store_true", help="baseline from any machine, not only the"
@@ -61,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     from harness.cli.gate_publish import publish
     from harness.gate.baselines import from_directory, from_history
     from harness.gate.compare import gate
-    from harness.gate.statistics import GateRule
     from harness.history import HistoryStore
     from harness.history.from_dir import trials_from_dir
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.settings import HISTORY_DEFAULT_HELP
+
 
 def add_history_arguments(parser: argparse.ArgumentParser) -> None:
     """--history and --no-history, for the commands that record their runs (run, reproduce)."""
     parser.add_argument("--history", type=Path, help="results history to append the runs to (default:"
-                        " $BATCHBENCH_HISTORY, else ~/.local/share/batchbench/history.sqlite)")
+                        f" {HISTORY_DEFAULT_HELP})")
     parser.add_argument("--no-history", action="store_true", help="do not append the runs to the results history")

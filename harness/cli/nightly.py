@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.driver.distributed.shard import cluster_spec
     from harness.driver.runner import require_new_dir
     from harness.history import HistoryStore
+    from harness.nightly.changes import require_otava
     from harness.nightly.night import run_night
     from harness.nightly.suite import load_suite
     from harness.nightly.trend import trend_blocks
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.settings import Settings
     from harness.sweep import check_sweep_workers
 
+    require_otava()  # before any run: the trend at the end needs it
     settings = Settings.from_env()
     loaded = load_suite(args.suite)
     cluster = cluster_spec(args.workers)

@@ -3,7 +3,8 @@
 argparse turns text into numbers; these pydantic models then say whether each number is
 finite, in range and of the right type, and whether each output path can be written.
 `check_options` runs right after parsing, before any model, tokenizer or server is
-touched, and turns the first problem into a one-line UsageError naming the flag.
+touched, and turns the first problem into a one-line UsageError naming the flag. The
+server flags are checked by the model they are generated from (launchers.ServerConfig).
 """
 
 from __future__ import annotations
@@ -27,17 +28,14 @@ from pydantic import (
 
 from harness.driver.distributed.wire import parse_address
 from harness.errors import UsageError
-from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
+from harness.workload.limits import MAX_REQUESTS, Batch, Seconds, Share
+from launchers import ServerConfig
 
-# Above any engine's batch; also bounds the naive client's users (one per row of a wave).
-MAX_BATCH = 100_000
 MAX_REPETITIONS = 1_000
 # Load worker processes of one run (--workers): far past what one client machine runs.
 MAX_WORKERS = 256
 
 Positive = Annotated[int, Strict(), Field(gt=0)]
-Seconds = Annotated[float, Strict(), Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
-NonNegativeSeconds = Annotated[float, Strict(), Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
 
 
 def writable_destination(path: Path) -> Path:
@@ -71,7 +69,6 @@ def writable_file(path: Path) -> Path:
 
 
 OutFile = Annotated[Path, AfterValidator(writable_file)]
-Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
 
 
 def existing_directory(path: str) -> str:
@@ -99,16 +96,7 @@ class _Options(BaseModel):
     model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
 
 
-class ServerOptions(_Options):
-    """Options of every command that may launch vLLM."""
-
-    max_num_seqs: Positive = Field(le=MAX_BATCH)
-    batch_wait_s: NonNegativeSeconds
-    kv_cache_bytes: Positive | None
-    startup_timeout_s: Seconds
-
-
-class ServeOptions(ServerOptions):
+class ServeOptions(_Options):
     port: Annotated[int, Strict(), Field(ge=1, le=65535)] | None
 
 
@@ -118,7 +106,7 @@ class CalibrationEndpointOptions(_Options):
     tokenizer: ExistingDir | None
 
 
-class RunOptions(ServerOptions):
+class RunOptions(_Options):
     out: OutDir
     history: OutFile | None
     tokenizer: ExistingDir | None
@@ -135,7 +123,7 @@ class WorkerOptions(_Options):
     connect_timeout_s: Seconds
 
 
-class ReproduceOptions(ServerOptions):
+class ReproduceOptions(_Options):
     out: OutDir | None
     history: OutFile | None
     tokenizer: ExistingDir | None
@@ -177,40 +165,57 @@ class NightlyOptions(GateOutputs):
 
 
 class PredictOptions(_Options):
-    batch_size: Positive | None = Field(le=MAX_BATCH)
+    batch_size: Batch | None
 
 
-OPTIONS: dict[str, type[_Options]] = {
-    "serve": ServeOptions,
-    "calibration-endpoint": CalibrationEndpointOptions,
-    "run": RunOptions,
-    "worker": WorkerOptions,
-    "reproduce": ReproduceOptions,
-    "analyze": AnalyzeOptions,
-    "gate": GateOptions,
-    "nightly": NightlyOptions,
-    "predict": PredictOptions,
+# Each command's options, checked in this order; the server's first, as their flags come first in --help.
+OPTIONS: dict[str, tuple[type[BaseModel], ...]] = {
+    "serve": (ServerConfig, ServeOptions),
+    "calibration-endpoint": (CalibrationEndpointOptions,),
+    "run": (ServerConfig, RunOptions),
+    "worker": (WorkerOptions,),
+    "reproduce": (ServerConfig, ReproduceOptions),
+    "analyze": (AnalyzeOptions,),
+    "gate": (GateOptions,),
+    "nightly": (NightlyOptions,),
+    "predict": (PredictOptions,),
 }
 
 
 # Options whose attribute is not their flag's name (`json` would shadow BaseModel.json).
-FLAGS = {"json_file": "--json"}
+FLAGS = {"json_file": "--json", "vllm_args": "--vllm-arg"}
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of option attribute `name`."""
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def cli_values(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]:
+    """The values of `model`'s fields in `args`, an unset flag leaving a field its default.
+
+    Raises UsageError when a field has no option in `args` (a misspelled field would
+    otherwise go unchecked).
+    """
+    values = vars(args)
+    missing = [name for name in model.model_fields if name not in values]
+    if missing:
+        raise UsageError(f"{args.command}: {model.__name__}.{missing[0]} has no {flag_of(missing[0])} option to check")
+    return {
+        name: values[name] for name, field in model.model_fields.items()
+        if values[name] is not None or field.is_required()
+    }
 
 
 def check_options(args: argparse.Namespace) -> None:
     """Validate the parsed values of `args.command`; UsageError naming the first bad flag."""
-    model = OPTIONS.get(args.command)
-    if model is None:
-        return
-    values = vars(args)
-    try:
-        model.model_validate({name: values[name] for name in model.model_fields if name in values})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        name = str(error["loc"][0])
-        flag = FLAGS.get(name, "--" + name.replace("_", "-"))
-        message = error["msg"].removeprefix("Value error, ")
-        raise UsageError(f"{flag}: {message}{_echo(error)}") from exc
+    for model in OPTIONS.get(args.command, ()):
+        try:
+            model.model_validate(cli_values(model, args))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            message = error["msg"].removeprefix("Value error, ")
+            raise UsageError(f"{flag_of(str(error['loc'][0]))}: {message}{_echo(error)}") from exc
 
 
 def _echo(error: Any) -> str:

@@ -22,7 +22,8 @@ from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
-from launchers import Mode, start
+from harness.systems import SERVER_MODE, SYSTEMS, Mode
+from launchers import start
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or QUICK_REQUESTS, QUICK_REQUESTS)})
                  for spec in specs]
     cluster = cluster_spec(args.workers)
-    check_sweep_workers(specs, ("continuous", "static", "naive"), args.max_num_seqs, cluster)
+    check_sweep_workers(specs, SYSTEMS, args.max_num_seqs, cluster)
     out = args.out or Path("reports") / f"{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
     require_new_dir(out, "report directory")
     store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
@@ -128,16 +129,15 @@ def run(args: argparse.Namespace) -> int:
 
     skipped = []
     with contextlib.ExitStack() as stack:
-        continuous = target_for("continuous", args.endpoint, stack)
-        static = None
+        targets: dict[Mode, SweepTarget] = {"continuous": target_for("continuous", args.endpoint, stack)}
         if args.endpoint and not args.static_endpoint:
             skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
         else:
-            static = target_for("static", args.static_endpoint, stack)
+            targets["static"] = target_for("static", args.static_endpoint, stack)
         # Per workload the three systems back to back, so each repetition's ratios compare
         # runs minutes apart at most.
-        systems = (("continuous", continuous), ("static", static), ("naive", continuous))
-        cells = [SweepCell(system, spec, target) for spec in specs for system, target in systems if target is not None]
+        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
+                 for spec in specs for system in SYSTEMS if SERVER_MODE[system] in targets]
         run_dirs = run_cells(cells, runs_dir, repetitions, cluster=cluster)
     logger.info("analysing and rendering the report")
     # A run with failed requests is this command's own finding: reported (as PARTIAL), then exit 1.

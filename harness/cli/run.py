@@ -16,8 +16,9 @@ from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from harness.settings import Settings
-from harness.systems import SYSTEMS
-from launchers import MODES, Mode, start
+from harness.systems import MODES, SERVER_MODE, SYSTEMS, Mode
+from harness.telemetry import TELEMETRY_INTERVAL_S
+from launchers import start
 
 
 def add_parser(subparsers) -> None:
@@ -40,7 +41,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--allow-length-mismatch", action="store_true", help="exit 0 even if outputs differ from the plan"
     )
-    parser.add_argument("--telemetry-interval-s", type=float, default=0.25, help="how often to poll /metrics")
+    parser.add_argument("--telemetry-interval-s", type=float, default=TELEMETRY_INTERVAL_S,
+                        help=f"how often to poll /metrics (default {TELEMETRY_INTERVAL_S:g})")
     parser.add_argument(
         "--stall-timeout-s",
         type=float,
@@ -159,10 +161,10 @@ def _system(args: argparse.Namespace) -> str:
         raise UsageError(f"unknown system {system!r}: use one of {', '.join(SYSTEMS)}")
     if args.launch and args.launch not in MODES:
         raise UsageError(f"unknown mode {args.launch!r}: use one of {', '.join(MODES)}")
-    if system == "naive" and args.launch == "static":
-        raise UsageError("--system naive pads waves on the client: launch a continuous server for it")
-    if args.launch and system in MODES and system != args.launch:
-        raise UsageError(f"--system {system} does not match --launch {args.launch}")
+    if args.launch and SERVER_MODE[system] != args.launch:
+        if system in MODES:
+            raise UsageError(f"--system {system} does not match --launch {args.launch}")
+        raise UsageError(f"--system {system} pads waves on the client: launch a {SERVER_MODE[system]} server for it")
     return system
 
 

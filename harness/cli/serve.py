@@ -7,7 +7,8 @@ import time
 from typing import cast
 
 from harness.cli.server_options import add_server_arguments, server_spec
-from launchers import MODES, Mode, start
+from harness.systems import MODES, Mode
+from launchers import start
 
 
 def add_parser(subparsers) -> None:

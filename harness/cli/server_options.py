@@ -1,38 +1,47 @@
-"""The server options of every command that may launch vLLM, and the `ServerSpec` they make."""
+"""The server flags of every command that may launch vLLM, generated from `ServerConfig`.
+
+Each field of `launchers.ServerConfig` becomes one flag: its name, type, default, choices
+and help come from the field, so a parameter is declared once, in the model.
+"""
 
 from __future__ import annotations
 
 import argparse
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from launchers import Mode, ServerSpec
-from launchers.layout import LAYOUTS
+from pydantic.fields import FieldInfo
 
-# Only for a launched server: against an endpoint, no --model means the endpoint's only model.
-DEFAULT_MODEL = "tiny"
+from harness.cli.options import cli_values, flag_of
+from harness.systems import Mode
+from launchers import ServerConfig, ServerSpec
+
+# Against an endpoint --model names the served model instead, so the flag itself defaults to unset.
+ENDPOINT_MODEL_HELP = "; against an endpoint: the served model name, which must be served (default: its only model)"
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    """Server options shared by every command that launches vLLM."""
-    parser.add_argument(
-        "--model",
-        help="launching: tiny (default), llama-3.1-8b, opt-13b, a directory or a hub id; against an endpoint: the"
-        " served model name, which must be served (default: its only model)",
-    )
-    parser.add_argument("--max-num-seqs", type=int, default=16, help="B: most sequences in a batch (default 16)")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--batch-wait-s", type=float, default=0.0, help="static mode: wait this long for a full batch")
-    parser.add_argument("--kv-cache-bytes", type=int, default=None, help="KV cache size (CPU default: 1 GiB)")
-    parser.add_argument("--startup-timeout-s", type=float, default=600.0, help="give up if not ready by then")
-    parser.add_argument(
-        "--layout",
-        default="auto",
-        choices=LAYOUTS,
-        help="process layout: engine-with-worker pins vLLM's spinning engine core beside its worker so the client"
-        " and API server get CPU (auto: engine-with-worker on machines of <= 4 cores; see launchers/layout.py)",
-    )
-    parser.add_argument(
-        "--vllm-arg", action="append", default=[], metavar="ARG", help="extra vLLM argument (repeatable)"
-    )
+    """Server options shared by every command that launches vLLM: one per field of `ServerConfig`."""
+    for name, field in ServerConfig.model_fields.items():
+        parser.add_argument(flag_of(name), dest=name, **server_argument(name, field))
+
+
+def server_argument(name: str, field: FieldInfo) -> dict[str, Any]:
+    """argparse's keywords for the flag of `ServerConfig` field `name`."""
+    # argparse %-formats help text.
+    description = (field.description or "").replace("%", "%%")
+    kind = _value_type(field.annotation)
+    if get_origin(kind) is tuple:
+        return {"action": "append", "default": [], "metavar": "ARG", "help": f"{description} (repeatable)"}
+    shown = "" if field.default is None else f" (default {_shown(field.default)})"
+    if name == "model":
+        return {"default": None, "help": f"launching: {description}{shown}{ENDPOINT_MODEL_HELP}"}
+    keywords: dict[str, Any] = {"default": field.default, "help": description + shown}
+    if get_origin(kind) is Literal:
+        keywords["choices"] = get_args(kind)
+    elif kind is not str:
+        keywords["type"] = kind
+    return keywords
 
 
 def server_spec(args: argparse.Namespace, mode: Mode, port: int | None = None) -> ServerSpec:
@@ -40,15 +49,17 @@ def server_spec(args: argparse.Namespace, mode: Mode, port: int | None = None) -
 
     Raises UsageError for a bad value (ServerSpec validates itself).
     """
-    return ServerSpec(
-        mode=mode,
-        model=DEFAULT_MODEL if args.model is None else args.model,
-        max_num_seqs=args.max_num_seqs,
-        host=args.host,
-        port=port,
-        extra_args=tuple(args.vllm_arg),
-        batch_wait_s=args.batch_wait_s,
-        kv_cache_bytes=args.kv_cache_bytes,
-        startup_timeout_s=args.startup_timeout_s,
-        layout=args.layout,
-    )
+    return ServerSpec(mode=mode, port=port, **cli_values(ServerConfig, args))
+
+
+def _value_type(annotation: Any) -> Any:
+    """The type a flag parses: `int | None` is an optional int, and constraints are the model's to check."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        (annotation,) = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _shown(default: object) -> str:
+    return f"{default:g}" if isinstance(default, float) else str(default)

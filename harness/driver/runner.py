@@ -34,7 +34,7 @@ from harness.errors import UsageError
 from harness.gpu_telemetry import GpuSampler, write_gpu_table
 from harness.rundir.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
 from harness.rundir.records import MANIFEST_FILE, PLAN_FILE
-from harness.telemetry import TelemetrySampler
+from harness.telemetry import TELEMETRY_INTERVAL_S, TelemetrySampler
 from harness.workload import RequestPlan, WorkloadSpec, build_plan, make_prompts
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class RunRequest:
     server: dict[str, Any] | None = None
     # Built and checked by the caller before any heavy work; else built from `spec` here.
     plan: RequestPlan | None = None
-    telemetry_interval_s: float = 0.25
+    telemetry_interval_s: float = TELEMETRY_INTERVAL_S
     timeouts: Timeouts = field(default_factory=Timeouts)
     max_users: int = DEFAULT_MAX_USERS
     warmup: bool = True

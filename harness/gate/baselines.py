@@ -8,6 +8,9 @@ from harness.gate.compare import BaselineSample, group_by_config
 from harness.history.rows import TrialRow
 from harness.history.store import HistoryStore
 
+# A rolling baseline: the last this many accepted batches (nights) of a configuration.
+BASELINE_BATCHES = 7
+
 
 def from_directory(trials: Sequence[TrialRow], description: str) -> dict[str, BaselineSample]:
     """A pinned result as one night per configuration."""

@@ -114,6 +114,10 @@ class GateRule:
             raise ValueError(f"max_trial_cv must be > 0, got {self.max_trial_cv}")
 
 
+# What the CLI and a nightly suite apply unless told otherwise.
+DEFAULT_RULE = GateRule()
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The gate's answer for one configuration, and every figure behind it."""

@@ -1,5 +1,5 @@
 """Nightly runs: a suite of workloads x systems x trials, appended to the history and gated."""
 
-from harness.nightly.suite import GatePolicy, LoadedSuite, Suite, SuiteServer, list_builtin_suites, load_suite
+from harness.nightly.suite import GatePolicy, LoadedSuite, Suite, list_builtin_suites, load_suite
 
-__all__ = ["GatePolicy", "LoadedSuite", "Suite", "SuiteServer", "list_builtin_suites", "load_suite"]
+__all__ = ["GatePolicy", "LoadedSuite", "Suite", "list_builtin_suites", "load_suite"]

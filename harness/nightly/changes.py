@@ -6,6 +6,11 @@ mean before and after differ significantly (a t-test after an E-divisive split o
 sliding windows), so a lone bad night is not a change and a lasting step is. Only
 `otava.analysis` is used; it needs numpy and scipy, which is why the lock installs
 the package without its declared service clients (BigQuery, Postgres, Slack).
+
+Otava is not among pyproject's dependencies: its metadata pins numpy 2.2 and scipy < 1.17,
+which this project's pins exclude, so declaring it would make every resolving
+`pip install` of the package fail. It runs on our pins (tests/harness/nightly);
+`require_otava` names the one command that installs it.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from otava.analysis import compute_change_points
+from harness.errors import UsageError
 
+OTAVA_MISSING = ("nightly needs Apache Otava for its change points: pip install --no-deps apache-otava==0.8.0"
+                 " (its metadata pins numpy 2.2, which batchbench's pins exclude; it runs on them)")
 # Otava's own default significance; a window of 30 nights is a month of history.
 MAX_PVALUE = 0.001
 WINDOW_NIGHTS = 30
@@ -38,8 +45,20 @@ class ChangePoint:
         return self.after / self.before - 1 if self.before else math.nan
 
 
+def require_otava() -> None:
+    """UsageError naming the install command when Otava is missing; a night checks before it runs."""
+    try:
+        import otava.analysis  # noqa: F401
+    except ImportError as missing:
+        raise UsageError(OTAVA_MISSING) from missing
+
+
 def change_points(values: Sequence[float], max_pvalue: float = MAX_PVALUE) -> list[ChangePoint]:
     """Where a nightly series (one figure per night, oldest first) shifted, per Otava."""
+    try:
+        from otava.analysis import compute_change_points
+    except ImportError as missing:
+        raise UsageError(OTAVA_MISSING) from missing
     if any(not math.isfinite(value) for value in values):
         raise ValueError(f"nightly values must be finite: {list(values)}")
     if len(values) < MIN_NIGHTS:

@@ -28,7 +28,8 @@ from harness.history.rows import TrialRow
 from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
 from harness.sweep import SweepCell, SweepTarget, run_cells
-from launchers import Mode, ServerSpec, start
+from harness.systems import SERVER_MODE, Mode, modes_for
+from launchers import ServerSpec, start
 
 logger = logging.getLogger(__name__)
 
@@ -41,23 +42,6 @@ class NightResult:
     trials: tuple[TrialRow, ...]
     run_dirs: tuple[Path, ...]
     extra_rounds: int
-
-
-def modes_needed(systems: Sequence[str]) -> list[Mode]:
-    """Server modes a suite's systems run on: naive is the client's, on the continuous server."""
-    modes: list[Mode] = []
-    if {"continuous", "naive"} & set(systems):
-        modes.append("continuous")
-    if "static" in systems:
-        modes.append("static")
-    return modes
-
-
-def server_spec(loaded: LoadedSuite, mode: Mode) -> ServerSpec:
-    """The suite's server in `mode`."""
-    server = loaded.suite.server
-    return ServerSpec(mode=mode, model=server.model, max_num_seqs=server.max_num_seqs,
-                      extra_args=server.vllm_args, kv_cache_bytes=server.kv_cache_bytes)
 
 
 def run_night(
@@ -76,12 +60,12 @@ def run_night(
     batch = out.resolve().name
     with contextlib.ExitStack() as stack:
         targets: dict[Mode, SweepTarget] = {}
-        for mode in modes_needed(suite.systems):
-            server = stack.enter_context(start(server_spec(loaded, mode), log_dir=out / "servers" / mode))
+        for mode in modes_for(suite.systems):
+            server = stack.enter_context(start(ServerSpec.of(suite.server, mode), log_dir=out / "servers" / mode))
             info = probe_endpoint(server.base_url, {}, None)
             targets[mode] = SweepTarget(info, load_tokenizer(None, info), suite.server.max_num_seqs,
                                         asdict(server.info))
-        cells = [SweepCell(system, spec, targets["static" if system == "static" else "continuous"])
+        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
         run_dirs = run_cells(cells, out / "runs", suite.trials, cluster=cluster)
         trials = _trials(run_dirs, batch)

@@ -17,13 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, fiel
 
 import workloads
 from harness.errors import UsageError
+from harness.gate.baselines import BASELINE_BATCHES
+from harness.gate.statistics import DEFAULT_RULE
 from harness.systems import SystemName
 from harness.validation import describe_validation_error
 from harness.workload import WorkloadSpec, load_specs
-from harness.workload.limits import Count
+from harness.workload.limits import Share
+from launchers.spec import ServerConfig
 
 SUITES_DIR = Path(workloads.__file__).resolve().parent / "suites"
-Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]
 Trials = Annotated[int, Strict(), Field(ge=1, le=100)]
 
 
@@ -31,22 +33,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class SuiteServer(_Frozen):
-    """The server every configuration of the suite is measured on (one launch per mode)."""
-
-    model: str = Field("tiny", min_length=1, description="Model to serve: tiny, llama-3.1-8b, opt-13b, a path.")
-    max_num_seqs: Count = Field(16, description="B: most sequences in a batch, for every system.")
-    kv_cache_bytes: Annotated[int, Strict(), Field(gt=0)] | None = Field(
-        None, description="KV cache size; unset: the CPU build's 1 GiB, vLLM's own sizing on a GPU.")
-    vllm_args: tuple[str, ...] = Field((), description="Extra vLLM arguments, as `--vllm-arg` takes them.")
-
-
 class GatePolicy(_Frozen):
     """How tonight's trials are judged against the rolling baseline (harness.gate.statistics)."""
 
-    threshold: Share = Field(0.05, description="Smallest drop of the median called a regression (0.05 = 5%).")
+    threshold: Share = Field(DEFAULT_RULE.threshold, description="Smallest drop of the median called a regression"
+                             " (a share: 0.10 is 10%).")
     baseline_nights: Trials = Field(
-        7, description="The rolling baseline: the last this many accepted nights of the same configuration.")
+        BASELINE_BATCHES, description="The rolling baseline: the last this many accepted nights of the same"
+        " configuration.")
     extra_trials: Annotated[int, Strict(), Field(ge=0, le=100)] = Field(
         2, description="Budget: trials added to each inconclusive configuration before giving up (0: none).")
 
@@ -60,7 +54,7 @@ class Suite(_Frozen):
     workloads: tuple[str, ...] = Field(min_length=1, description="Workload names or files (as --workload takes).")
     systems: tuple[SystemName, ...] = Field(min_length=1, description="Systems measured on every workload.")
     trials: Trials = Field(3, description="Runs of each (workload, system), interleaved across all of them.")
-    server: SuiteServer = Field(default_factory=SuiteServer, description="The server under test.")
+    server: ServerConfig = Field(default_factory=ServerConfig, description="The server under test.")
     gate: GatePolicy = Field(default_factory=GatePolicy, description="How a night is judged.")
 
     @field_validator("workloads", "systems")

@@ -18,9 +18,10 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from harness.paper.gpu_cost import GpuStepCost
-from harness.paper.gpu_schedule import EngineLimits, EngineSchedule, EngineSystem, simulate_engine
+from harness.paper.gpu_schedule import EngineLimits, EngineSchedule, simulate_engine
 from harness.paper.gpu_setups import GpuSetup, WorkloadSettings
 from harness.paper.simulate import ScheduleResult, simulate
+from harness.systems import Mode
 from harness.workload.plan import build_plan
 from harness.workload.spec import WorkloadSpec
 
@@ -93,7 +94,7 @@ def floor_cost(setup: GpuSetup) -> GpuStepCost:
 
 
 def engine_limits(
-    setup: GpuSetup, settings: WorkloadSettings, system: EngineSystem, batch_size: int, scales: Scales = Scales()
+    setup: GpuSetup, settings: WorkloadSettings, system: Mode, batch_size: int, scales: Scales = Scales()
 ) -> EngineLimits:
     """The engine's limits for one system: static batches are B wide, continuous runs the setup's width."""
     budget = settings.max_num_batched_tokens or int(setup.max_num_batched_tokens.value)
@@ -162,7 +163,7 @@ def _requests(
 
 
 def _schedule(
-    setup: GpuSetup, settings: WorkloadSettings, system: EngineSystem, width: int, prompts: np.ndarray,
+    setup: GpuSetup, settings: WorkloadSettings, system: Mode, width: int, prompts: np.ndarray,
     outputs: np.ndarray, scales: Scales,
 ) -> EngineSchedule:
     limits = engine_limits(setup, settings, system, width, scales)

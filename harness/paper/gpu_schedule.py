@@ -31,15 +31,12 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from harness.paper.gpu_cost import GpuStepCost, StepWork
 from harness.paper.simulate import token_counts
-
-EngineSystem = Literal["continuous", "static"]
-ENGINE_SYSTEMS: tuple[EngineSystem, ...] = ("continuous", "static")
+from harness.systems import MODES, Mode
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ class EngineSchedule:
     whether compute rather than memory traffic set its time.
     """
 
-    system: EngineSystem
+    system: Mode
     limits: EngineLimits
     makespan_s: float
     prompt_tokens: int
@@ -130,7 +127,7 @@ class EngineSchedule:
 
 
 def simulate_engine(
-    system: EngineSystem,
+    system: Mode,
     prompt_tokens: Sequence[int] | np.ndarray,
     output_tokens: Sequence[int] | np.ndarray,
     limits: EngineLimits,
@@ -141,8 +138,8 @@ def simulate_engine(
     Raises ValueError for a request that could never be admitted: its prompt and output
     would outgrow the token budget or the cache on their own.
     """
-    if system not in ENGINE_SYSTEMS:
-        raise ValueError(f"system: must be one of {', '.join(ENGINE_SYSTEMS)}, got {system!r}")
+    if system not in MODES:
+        raise ValueError(f"system: must be one of {', '.join(MODES)}, got {system!r}")
     prompts = token_counts("prompt_tokens", prompt_tokens, minimum=1)
     outputs = token_counts("output_tokens", output_tokens, minimum=1)
     if len(prompts) != len(outputs):

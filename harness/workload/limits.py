@@ -1,4 +1,4 @@
-"""The value types of workload files: strict, finite and bounded.
+"""The value types of workload files and command options: strict, finite and bounded.
 
 Strict: YAML `true` is not the number 1, nor "8" the number 8. Finite: `.inf` and
 `.nan` are not lengths or rates. Bounded: a value past these limits is a typo, and
@@ -17,6 +17,8 @@ MAX_TOKENS = 10_000_000
 MAX_REQUESTS = 1_000_000
 # A week: no planned send time may lie further out.
 MAX_DURATION_S = 7 * 24 * 3600.0
+# Above any engine's batch; also bounds the naive client's users (one per row of a wave).
+MAX_BATCH = 100_000
 
 Tokens = Annotated[int, Strict(), Field(gt=0, le=MAX_TOKENS)]
 Count = Annotated[int, Strict(), Field(gt=0, le=MAX_REQUESTS)]
@@ -24,3 +26,6 @@ Seed = Annotated[int, Strict(), Field(ge=0, lt=2**63)]
 PositiveFinite = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
 TokenMean = Annotated[float, Strict(), Field(gt=0, le=MAX_TOKENS, allow_inf_nan=False)]
 Seconds = Annotated[float, Strict(), Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+NonNegativeSeconds = Annotated[float, Strict(), Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+Batch = Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH)]
+Share = Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)]

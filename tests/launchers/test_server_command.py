@@ -105,7 +105,7 @@ def test_an_explicit_async_request_is_passed_to_the_cpu_build_with_the_async_plu
 
 def test_a_hub_id_passes_through_unchanged():
     argv, _ = argv_for(
-        "continuous", "meta-llama/Llama-3.1-8B-Instruct", GPU, extra_args=("--tensor-parallel-size", "2")
+        "continuous", "meta-llama/Llama-3.1-8B-Instruct", GPU, vllm_args=("--tensor-parallel-size", "2")
     )
     assert option(argv, "--model") == "meta-llama/Llama-3.1-8B-Instruct"
     assert "--load-format" not in argv
@@ -117,10 +117,12 @@ def test_a_hub_id_passes_through_unchanged():
     [
         ({"mode": "dynamic"}, "unknown mode 'dynamic'"),
         ({"model": ""}, "model must not be empty"),
-        ({"max_num_seqs": 0}, "max-num-seqs must be a positive integer"),
-        ({"max_num_seqs": -3}, "max-num-seqs must be a positive integer"),
-        ({"batch_wait_s": -1.0}, "batch-wait-s must be >= 0"),
-        ({"kv_cache_bytes": 0}, "kv-cache-bytes must be positive"),
+        ({"max_num_seqs": 0}, "server max_num_seqs: Input should be greater than 0"),
+        ({"max_num_seqs": -3}, "server max_num_seqs: Input should be greater than 0"),
+        ({"max_num_seqs": True}, "server max_num_seqs: Input should be a valid integer"),
+        ({"batch_wait_s": -1.0}, "server batch_wait_s: Input should be greater than or equal to 0"),
+        ({"kv_cache_bytes": 0}, "server kv_cache_bytes: Input should be greater than 0"),
+        ({"startup_timeout_s": 0.0}, "server startup_timeout_s: Input should be greater than 0"),
         ({"layout": "pinned"}, "unknown layout 'pinned'"),
     ],
 )
@@ -140,7 +142,7 @@ def test_prefix_caching_is_off_unless_asked_for(mode):
     # A repetition re-sends the same prompts: a prefix cache would make it cheaper than the first.
     argv, _ = argv_for(mode, "tiny", CPU)
     assert "--no-enable-prefix-caching" in argv
-    asked, _ = argv_for(mode, "tiny", CPU, extra_args=("--enable-prefix-caching",))
+    asked, _ = argv_for(mode, "tiny", CPU, vllm_args=("--enable-prefix-caching",))
     assert asked.index("--enable-prefix-caching") > asked.index("--no-enable-prefix-caching")  # the last flag wins
 
 

@@ -55,7 +55,7 @@ def test_failed_start_up_quotes_the_log_and_leaves_nothing(servers, tmp_path):
     servers.close()
     before = {p.pid for p in psutil.process_iter()}
     with pytest.raises(ServerError) as raised:
-        spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=2, extra_args=("--max-model-len", "999999"))
+        spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=2, vllm_args=("--max-model-len", "999999"))
         start(spec, log_dir=tmp_path)
     message = str(raised.value)
     assert "last 40 lines of" in message and "max" in message.lower()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 
 # Run in a child: importing harness.cli gevent-patches the process it runs in.
 SPECS = """
-import dataclasses, json, sys
+import json, sys
 from harness.cli import build_parser
 from harness.cli.server_options import server_spec
 
@@ -20,7 +21,7 @@ commands = {
 specs = {}
 for name, command in commands.items():
     args = build_parser().parse_args(command + sys.argv[1:])
-    specs[name] = dataclasses.asdict(server_spec(args, "static"))
+    specs[name] = server_spec(args, "static").model_dump(mode="json")
 print(json.dumps(specs))
 """
 
@@ -38,7 +39,7 @@ def test_defaults_launch_the_tiny_model_on_localhost():
     spec = built["serve"]
     assert spec["mode"] == "static" and spec["model"] == "tiny" and spec["max_num_seqs"] == 16
     assert spec["host"] == "127.0.0.1" and spec["port"] is None and spec["layout"] == "auto"
-    assert spec["extra_args"] == [] and spec["batch_wait_s"] == 0.0 and spec["kv_cache_bytes"] is None
+    assert spec["vllm_args"] == [] and spec["batch_wait_s"] == 0.0 and spec["kv_cache_bytes"] is None
     assert spec["startup_timeout_s"] == 600.0
 
 
@@ -55,7 +56,7 @@ def test_every_option_reaches_the_spec():
         "max_num_seqs": 8,
         "host": "0.0.0.0",
         "port": None,
-        "extra_args": ["--enforce-eager", "--seed=3"],
+        "vllm_args": ["--enforce-eager", "--seed=3"],
         "batch_wait_s": 0.5,
         "async_scheduling": None,
         "kv_cache_bytes": 4096,
@@ -64,3 +65,59 @@ def test_every_option_reaches_the_spec():
         "layout": "as-launched",
     }
 
+
+
+FLAGS = """
+import json
+from harness.cli import build_parser
+from harness.cli.options import OPTIONS
+from launchers import ServerConfig
+
+commands = build_parser()._subparsers._group_actions[0].choices
+actions = {command: {action.dest: action for action in parser._actions} for command, parser in commands.items()}
+print(json.dumps({
+    "flags": {
+        command: {
+            name: {"flags": actions[command][name].option_strings, "default": actions[command][name].default,
+                   "help": actions[command][name].help, "choices": actions[command][name].choices}
+            for name in ServerConfig.model_fields
+        }
+        for command in ("serve", "run", "reproduce")
+    },
+    "fields": {name: [field.default, field.description] for name, field in ServerConfig.model_fields.items()},
+    "unchecked": {command: [name for model in models for name in model.model_fields if name not in actions[command]]
+                  for command, models in OPTIONS.items()},
+}))
+"""
+
+
+@functools.cache
+def parsers() -> dict:
+    result = subprocess.run([sys.executable, "-c", FLAGS], capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(result.stdout)
+
+
+def test_server_flags_are_generated_from_the_model():
+    found = parsers()
+    flags, fields = found["flags"], found["fields"]
+    assert flags["serve"] == flags["run"] == flags["reproduce"]
+    serve = flags["serve"]
+    assert [flag for name in fields for flag in serve[name]["flags"]] == [
+        "--model", "--max-num-seqs", "--host", "--batch-wait-s", "--kv-cache-bytes", "--startup-timeout-s",
+        "--layout", "--vllm-arg",
+    ]
+    for name, (default, description) in fields.items():
+        assert description in serve[name]["help"], name
+        if name not in ("model", "vllm_args"):
+            assert serve[name]["default"] == default, name
+    # Unset against an endpoint (its only model); the spec's default applies when launching.
+    assert serve["model"]["default"] is None and "(default tiny)" in serve["model"]["help"]
+    assert serve["vllm_args"]["default"] == [] and fields["vllm_args"][0] == []
+    assert "(default 16)" in serve["max_num_seqs"]["help"] and "(default 127.0.0.1)" in serve["host"]["help"]
+    assert "(default 600)" in serve["startup_timeout_s"]["help"]
+    assert serve["layout"]["choices"] == ["auto", "engine-with-worker", "yield-engine", "as-launched"]
+
+
+def test_every_checked_field_is_an_option_of_its_command():
+    unchecked = parsers()["unchecked"]
+    assert unchecked == dict.fromkeys(unchecked, [])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
-from harness.nightly.changes import MIN_NIGHTS, change_points
+from harness.errors import UsageError
+from harness.nightly.changes import MIN_NIGHTS, change_points, require_otava
 
 
 def noisy(level: float, nights: int, seed: int, noise: float = 0.03) -> list[float]:
@@ -32,3 +35,14 @@ def test_too_short_a_history_has_none_and_bad_values_are_refused():
     assert change_points([1000.0, 500.0] * (MIN_NIGHTS // 2 - 1)) == []
     with pytest.raises(ValueError, match="finite"):
         change_points([1.0, float("nan")] * MIN_NIGHTS)
+
+
+def test_without_otava_the_night_names_the_command_that_installs_it(monkeypatch):
+    require_otava()  # installed here, from the lock
+    # A None entry in sys.modules makes the import fail, as on a machine without Otava.
+    monkeypatch.setitem(sys.modules, "otava", None)
+    monkeypatch.setitem(sys.modules, "otava.analysis", None)
+    with pytest.raises(UsageError, match=r"pip install --no-deps apache-otava==0\.8\.0"):
+        require_otava()
+    with pytest.raises(UsageError, match="Apache Otava"):
+        change_points([1.0] * MIN_NIGHTS)

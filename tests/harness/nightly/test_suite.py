@@ -6,6 +6,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.nightly import list_builtin_suites, load_suite
+from launchers import ServerSpec
 
 
 def test_shipped_suites_load_with_their_workloads():
@@ -44,11 +45,13 @@ HEAD = "kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static
          r"gate\.threshold: Input should be less than 1"),
         (HEAD + "\nnightly: 1",
          r"nightly: Extra inputs are not permitted"),
+        (HEAD + "\nserver: {max_num_seqs: 0}", r"server\.max_num_seqs: Input should be greater than 0"),
+        (HEAD + "\nserver: {max_num_seq: 8}", r"server\.max_num_seq: Extra inputs are not permitted"),
         ("kind: suite\nname: s\nworkloads: [no-such-workload]\nsystems: [static]", r"no-such-workload: no such file"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128\nsystems", r"not a readable YAML suite"),
     ],
     ids=["kind", "no-workloads", "system", "repeat", "zero-trials", "bool-trials", "threshold", "extra-key",
-         "unknown-workload", "bad-yaml"],
+         "server-batch", "server-key", "unknown-workload", "bad-yaml"],
 )
 def test_bad_suites_are_one_line_usage_errors(tmp_path, body, message):
     path = tmp_path / "suite.yaml"
@@ -61,3 +64,13 @@ def test_bad_suites_are_one_line_usage_errors(tmp_path, body, message):
 def test_an_unknown_suite_name_lists_the_shipped_ones():
     with pytest.raises(UsageError, match=r"nope: no such suite file.*shipped: cpu-nightly, h100-nightly"):
         load_suite("nope")
+
+
+def test_a_suites_server_block_is_what_the_cli_launches(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(HEAD + "\nserver: {max_num_seqs: 8, vllm_args: [--enforce-eager]}\n")
+    loaded = load_suite(suite)
+    # Unset fields take the same defaults as the CLI's flags (launchers.ServerConfig).
+    assert ServerSpec.of(loaded.suite.server, "static") == ServerSpec(
+        mode="static", max_num_seqs=8, vllm_args=("--enforce-eager",)
+    )

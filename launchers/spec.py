@@ -1,0 +1,100 @@
+"""What decides how a vLLM server is started: the one owner of every server parameter.
+
+`ServerConfig` holds the parameters a user chooses, each with its default, its range and
+its description. The server flags of every command that launches vLLM are generated
+from it (harness.cli.server_options), and a nightly suite's `server:` block is
+validated by it. `ServerSpec` adds what the caller decides: the mode, the port, and the
+settings experiments pin.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
+
+from harness.errors import UsageError
+from harness.systems import MODES, Mode
+from harness.workload.limits import Batch, NonNegativeSeconds, Seconds
+from launchers.layout import LAYOUTS, Layout
+
+
+class ServerConfig(BaseModel):
+    """The server parameters a user chooses (command-line flags, a suite's `server:` block)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field("tiny", description="model to serve: tiny, llama-3.1-8b, opt-13b, a directory or a hub id")
+    max_num_seqs: Batch = Field(16, description="B: most sequences in a batch, for every system")
+    host: str = Field("127.0.0.1", description="interface to listen on")
+    batch_wait_s: NonNegativeSeconds = Field(0.0, description="static mode: wait this long for a full batch")
+    # None: vLLM's own sizing on a GPU; the CPU build refuses to start without a size.
+    kv_cache_bytes: Annotated[int, Strict(), Field(gt=0)] | None = Field(
+        None, description="KV cache size in bytes (unset: 1 GiB on the CPU build, vLLM's own sizing on a GPU)")
+    startup_timeout_s: Seconds = Field(600.0, description="give up if the server is not ready by then")
+    # Where the server's processes run and at what priority (launchers.layout).
+    layout: Layout = Field("auto", description="process layout: engine-with-worker pins vLLM's spinning engine core"
+                           " beside its worker so the client and API server get CPU; auto is engine-with-worker on"
+                           " machines of <= 4 cores, as-launched elsewhere (launchers/layout.py)")
+    vllm_args: tuple[str, ...] = Field((), description="extra vLLM arguments, passed last, in order")
+
+    @field_validator("model")
+    @classmethod
+    def _not_empty(cls, model: str) -> str:
+        if not model:
+            # An empty path would resolve to the working directory.
+            raise ValueError("model must not be empty: use tiny, a profile name, a directory or a hub id")
+        return model
+
+    @field_validator("layout", mode="before")
+    @classmethod
+    def _known_layout(cls, layout: object) -> object:
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+        return layout
+
+
+class ServerSpec(ServerConfig):
+    """Everything that decides how a server is started; UsageError on a bad value."""
+
+    mode: Mode
+    port: int | None = None
+    # Same value for both modes, so they differ only in admission (see static_scheduler).
+    # None: what the installed vLLM does (the CPU build forces it off).
+    async_scheduling: bool | None = None
+    stop_grace_s: float = 20.0
+
+    @classmethod
+    def of(cls, config: ServerConfig, mode: Mode, port: int | None = None) -> ServerSpec:
+        """The server `config` describes, in `mode` (port None: a free one)."""
+        return cls(mode=mode, port=port, **config.model_dump())
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _known_mode(cls, mode: object) -> object:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+        return mode
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_usage_error(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # A spec is built by code, from values a user gave: a bad one is the user's to fix.
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error["loc"])
+            message = error["msg"].removeprefix("Value error, ")
+            if error["type"] == "value_error":
+                raise UsageError(message) from exc
+            raise UsageError(f"server {field}: {message} (got {error.get('input')!r})") from exc
