@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.gate_publish import GateDestinations
 from harness.gate.baselines import BASELINE_BATCHES
 from harness.gate.compare import METRIC_CHOICES
 from harness.gate.statistics import DEFAULT_RULE, GateRule
+from harness.gate_publish import GateDestinations
 from harness.settings import HISTORY_DEFAULT_HELP, Settings
 
 
@@ -61,9 +61,9 @@ def destinations(args: argparse.Namespace, settings: Settings) -> GateDestinatio
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.cli.gate_publish import publish
     from harness.gate.baselines import from_directory, from_history
     from harness.gate.compare import gate
+    from harness.gate_publish import publish
     from harness.history import HistoryStore
     from harness.history.from_dir import trials_from_dir
 

@@ -32,9 +32,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.cli.gate_publish import publish
     from harness.driver.distributed.shard import cluster_spec
     from harness.driver.runner import require_new_dir
+    from harness.gate_publish import publish
     from harness.history import HistoryStore
     from harness.nightly.changes import require_otava
     from harness.nightly.night import run_night

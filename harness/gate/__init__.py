@@ -5,7 +5,7 @@
 `compare` judges every configuration of a candidate; `baselines` picks each one's baseline
 sample, from pinned trials or from the HistoryStore it is handed; `output` formats the
 verdict. Nothing here opens a file: the candidate comes from harness.history.from_dir,
-and harness.cli.gate_publish writes the verdict out.
+and harness.gate_publish writes the verdict out.
 """
 
 from harness.gate.power import OutcomeRates, log_residuals, resample_outcomes, simulate_outcomes
