@@ -16,8 +16,9 @@ which this project's pins exclude, so declaring it would make every resolving
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.errors import UsageError
 
@@ -45,20 +46,23 @@ class ChangePoint:
         return self.after / self.before - 1 if self.before else math.nan
 
 
-def require_otava() -> None:
-    """UsageError naming the install command when Otava is missing; a night checks before it runs."""
-    try:
-        import otava.analysis  # noqa: F401
-    except ImportError as missing:
-        raise UsageError(OTAVA_MISSING) from missing
-
-
-def change_points(values: Sequence[float], max_pvalue: float = MAX_PVALUE) -> list[ChangePoint]:
-    """Where a nightly series (one figure per night, oldest first) shifted, per Otava."""
+def _otava_change_points() -> Callable[..., Any]:
+    """Otava's `compute_change_points`; UsageError naming the install command when Otava is missing."""
     try:
         from otava.analysis import compute_change_points
     except ImportError as missing:
         raise UsageError(OTAVA_MISSING) from missing
+    return compute_change_points
+
+
+def require_otava() -> None:
+    """UsageError naming the install command when Otava is missing; a night checks before it runs."""
+    _otava_change_points()
+
+
+def change_points(values: Sequence[float], max_pvalue: float = MAX_PVALUE) -> list[ChangePoint]:
+    """Where a nightly series (one figure per night, oldest first) shifted, per Otava."""
+    compute_change_points = _otava_change_points()
     if any(not math.isfinite(value) for value in values):
         raise ValueError(f"nightly values must be finite: {list(values)}")
     if len(values) < MIN_NIGHTS:
