@@ -51,7 +51,6 @@ def async_on_cpu_env() -> dict[str, str]:
 POOL_ENDINGS = (
     "stops",  # stops it, or stops and resumes it
     "own_servers",  # closes it and starts servers of its own
-    "kills",  # starts it again, then kills it
 )
 
 

@@ -14,8 +14,10 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
+from harness.errors import ServerError
 from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
+from launchers import ServerSpec, start
 
 WORKLOAD = """\
 name: small-spread
@@ -142,28 +144,39 @@ def test_wrong_model_name(servers, workload, tmp_path):
 
 
 @pytest.mark.server
-@pytest.mark.ends_pooled_server("kills")
-def test_a_server_that_dies_mid_run_is_recorded_not_a_crash(servers, tmp_path):
-    server = servers.get("continuous", 4)
+@pytest.mark.ends_pooled_server("own_servers")
+def test_an_engine_crash_mid_run_is_recorded_by_run_and_reported_by_the_launcher(servers, tmp_path):
+    servers.close()  # a server of its own, to crash; two would share the cores
     path = tmp_path / "long.yaml"
     # 32 x 1500 tokens at B = 4 is a minute of work: the kill lands mid-run even when the
     # engine's busy-wait starves this process for seconds (docs/process-layout.md).
     path.write_text(
         WORKLOAD.replace("values: [8, 16, 40]", "values: [1500]").replace("num_requests: 12", "num_requests: 32")
     )
-    out = tmp_path / "dies"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
-         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    deadline = time.time() + 120
-    while not (out / "records.jsonl").exists() and not (out / "manifest.json").exists() and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(3)
-    os.killpg(server.pid, signal.SIGKILL)
-    _, stderr = process.communicate(timeout=300)
-    servers.close()
+    out = tmp_path / "crashed"
+    # B = 4, as the pooled server: its compiled graphs are cached, so this start skips compiling.
+    with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=4), log_dir=tmp_path / "server") as server:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
+             "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 120
+        while not (out / "records.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+        engine = next(p for p in map(psutil.Process, server.processes()) if "EngineCor" in p.name())
+        os.kill(engine.pid, signal.SIGKILL)
+        # The launcher sees the server go, and says why with its log's tail.
+        deadline = time.monotonic() + 60
+        with pytest.raises(ServerError, match="exited with code") as raised:
+            while time.monotonic() < deadline:
+                server.check()
+                time.sleep(0.5)
+        assert "last 40 lines of" in str(raised.value)
+        _, stderr = process.communicate(timeout=300)
+    assert server.processes() == []
+    # The run records the fault as failed requests, not a crash of the harness.
     assert process.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr and "requests failed" in stderr
     rows = pd.read_parquet(out / "records.parquet")
