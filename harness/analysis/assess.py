@@ -3,7 +3,7 @@
 The report (harness.report.assemble), the history and the gate (harness.history,
 harness.gate) all read runs through `assess_run_dirs`, so a figure in the history is
 the figure the report shows: each run's metrics, its held-out prediction from the
-engine-fitted step model, its figures at the sweep's one machine speed, and its health.
+engine-fitted step cost, its figures at the sweep's one machine speed, and its health.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from harness.analysis.cells import AssessedRun, assess_run
 from harness.analysis.gap import GapEntry
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.speed import RunTiming, normalise
-from harness.analysis.step_fit import StepFit
+from harness.analysis.step_cost_fit import StepCostFit
 from harness.analysis.step_predict import FittedPrediction, predict_held_out
 from harness.rundir.reader import RunData, load_run
 
@@ -29,8 +29,8 @@ class Assessment:
     assessed: tuple[AssessedRun, ...]
     # Held-out predictions by run id (runs with engine steps only).
     predictions: dict[str, FittedPrediction]
-    # The step-cost model common to every run with steps (harness.analysis.speed); None without.
-    common_fit: StepFit | None
+    # The step cost common to every run with steps (harness.analysis.speed); None without.
+    common_fit: StepCostFit | None
 
 
 def assess_run_dirs(run_dirs: Sequence[Path], allow_partial: bool = False) -> Assessment:

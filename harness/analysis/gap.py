@@ -36,7 +36,7 @@ PER_SYSTEM_COLUMNS = ("total_tok_s", "output_tok_s", "predicted_total_tok_s", "v
 
 
 @dataclass(frozen=True)
-class Prediction:
+class RunPrediction:
     """What simulate() predicts for one run's planned requests."""
 
     total_tok_s: float
@@ -53,10 +53,10 @@ class GapEntry:
     level: Level
     system: SystemName
     metrics: RunMetrics
-    predicted: Prediction | None = None
+    predicted: RunPrediction | None = None
 
     @classmethod
-    def from_run(cls, run: RunData, metrics: RunMetrics, predicted: Prediction | None = None) -> GapEntry:
+    def from_run(cls, run: RunData, metrics: RunMetrics, predicted: RunPrediction | None = None) -> GapEntry:
         """Identity from the run's manifest: workload name, `spread_level`, system."""
         workload = run.manifest.workload
         return cls(
@@ -78,9 +78,9 @@ def predict_for_run(
     plan_requests: Sequence[Mapping[str, Any] | BaseModel],
     batch_size: int,
     system: SystemName,
-    step_model: StepCost,
+    step_cost: StepCost,
     wave_gap_s: float = 0.0,
-) -> Prediction | None:
+) -> RunPrediction | None:
     """Simulate `system` on the run's planned prompt and output lengths and arrival times.
 
     `plan_requests` are plan.json's `requests` (dicts or PlannedRequest); `wave_gap_s`
@@ -97,12 +97,12 @@ def predict_for_run(
         system,
         np.array([r["output_tokens"] for r in rows], dtype=np.int64),
         batch_size,
-        step_model,
+        step_cost,
         prompt_tokens=np.array([r["prompt_tokens"] for r in rows], dtype=np.int64),
         arrivals=np.array(arrivals, dtype=float),
         wave_gap_s=wave_gap_s,
     )
-    return Prediction(
+    return RunPrediction(
         total_tok_s=result.total_tokens_per_s,
         output_tok_s=result.output_tokens_per_s,
         makespan_s=result.makespan_s,

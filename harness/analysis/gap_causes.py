@@ -1,4 +1,4 @@
-"""What sets the size of continuous batching's gain: two runs' makespans split by one step-cost model.
+"""What sets the size of continuous batching's gain: two runs' makespans split by one step cost.
 
 Each run's makespan is split into what the linear step cost (step_cost.LinearStepCost)
 charges for its own busy engine steps, plus the time the engine sat idle:
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.step_fit import busy_steps
+from harness.analysis.step_cost_fit import busy_steps
 from harness.paper.step_cost import LinearStepCost
 
 
 @dataclass(frozen=True)
 class TimeSplit:
-    """One run's makespan in seconds, split by what the step-cost model charges."""
+    """One run's makespan in seconds, split by what the step cost charges."""
 
     busy_steps: int
     base_s: float
@@ -74,7 +74,7 @@ class GapCauses:
     `schedule_ratio` prices both schedules' steps as steps of one sequence without
     prefill; `with_growth_ratio` adds the cost of the other sequences in each step;
     `modelled_ratio` adds prefill too. `measured_ratio` is the runs' own ratio of
-    total tok/s, for comparison with the model.
+    total tok/s, for comparison with the modelled ratio.
     """
 
     other: str

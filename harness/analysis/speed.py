@@ -1,22 +1,22 @@
-"""Throughput at one machine speed: each run's busy time re-costed by one step-cost model.
+"""Throughput at one machine speed: each run's busy time re-costed by one step cost.
 
 On a shared VM the same schedule runs faster or slower by several percent from one run to
 the next (the same engine steps, the same occupancy, other step times:
 docs/validation/reproduction.md), which no number of repetitions averages away cheaply.
-To separate the scheduler from the machine, one step-cost model (step_fit) is fitted on
+To separate the scheduler from the machine, one step cost (step_cost_fit) is fitted on
 the busy steps of every run that has an engine log, whatever its server: both modes run
 the same engine code on the same machine, so one price list is fair to both. Then, per run:
 
-- modelled busy time: what the model says the run's own busy steps cost;
+- modelled busy time: what the step cost says the run's own busy steps cost;
 - speed = measured busy time / modelled busy time (> 1: the machine ran slow);
 - normalised makespan = makespan - measured busy time + modelled busy time: the idle
   gaps (a naive wave's turnaround, a burst's ramp-in) stay as measured;
 - normalised total tok/s = the run's (prompt + useful) tokens / normalised makespan.
 
 What it is: the real schedule each system produced, priced at one speed. What it is
-not: a measurement of the machine; where the model misprices a kind of step, the
-normalised figures inherit that (the step model's accuracy is checked per cell by
-benchmarks/step_model_accuracy.py). Pure, no I/O.
+not: a measurement of the machine; where the step cost misprices a kind of step, the
+normalised figures inherit that (its accuracy is checked per cell by
+benchmarks/step_cost_accuracy.py). Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -27,9 +27,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.analysis.step_fit import StepFit, StepFitError, StepSample, busy_steps, fit_step_cost, modelled_seconds
+from harness.analysis.step_cost_fit import (
+    StepCostFit,
+    StepCostFitError,
+    StepSample,
+    busy_steps,
+    fit_step_cost,
+    modelled_seconds,
+)
 
-# Fewer busy steps than this across all runs: no common model, no normalised figures.
+# Fewer busy steps than this across all runs: no common step cost, no normalised figures.
 MIN_STEPS = 100
 
 
@@ -50,15 +57,15 @@ class RunTiming:
     tokens: float
 
 
-def normalise(runs: Mapping[str, RunTiming]) -> tuple[StepFit | None, dict[str, SpeedNormalised]]:
-    """The common model and each run's figures at its speed (runs without steps are left out)."""
+def normalise(runs: Mapping[str, RunTiming]) -> tuple[StepCostFit | None, dict[str, SpeedNormalised]]:
+    """The common step cost fit and each run's figures at its speed (runs without steps are left out)."""
     samples = {run_id: busy_steps(run.steps) for run_id, run in runs.items() if not run.steps.empty}
     samples = {run_id: sample for run_id, sample in samples.items() if len(sample)}
     if sum(len(sample) for sample in samples.values()) < MIN_STEPS:
         return None, {}
     try:
         fit = fit_step_cost(StepSample.concat(list(samples.values())))
-    except StepFitError:
+    except StepCostFitError:
         return None, {}
     figures = {}
     for run_id, sample in samples.items():

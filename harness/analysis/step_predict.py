@@ -1,10 +1,10 @@
-"""Predict each run from a step model fitted on engine steps of the same server.
+"""Predict each run from a step cost fitted on engine steps of the same server.
 
-One model per server (one set of constants for every workload it served), fitted
-on the steps.parquet of its runs (harness.analysis.step_fit). A run's prediction
-comes from the model fitted on the server's *other* cells (leave one cell out: a
+One step cost per server (one set of constants for every workload it served), fitted
+on the steps.parquet of its runs (harness.analysis.step_cost_fit). A run's prediction
+comes from the step cost fitted on the server's *other* cells (leave one cell out: a
 cell is one system at one spread level, all its repetitions): fitting on the runs
-being predicted would let the model learn their own quirks, so agreement would
+being predicted would let the fit learn their own quirks, so agreement would
 prove less. A server that served only one cell has nothing to hold out; its runs
 are predicted in sample, and the prediction says so (`held_out` False).
 
@@ -21,28 +21,35 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.gap import Prediction, predict_for_run, spread_level
+from harness.analysis.gap import RunPrediction, predict_for_run, spread_level
 from harness.analysis.levels import Level
-from harness.analysis.step_fit import StepFit, StepFitError, StepSample, busy_steps, fit_step_cost, mean_idle_gap
+from harness.analysis.step_cost_fit import (
+    StepCostFit,
+    StepCostFitError,
+    StepSample,
+    busy_steps,
+    fit_step_cost,
+    mean_idle_gap,
+)
 from harness.rundir.reader import RunData
 
 
 @dataclass(frozen=True)
-class ServerStepModel:
-    """A step model of one server, and the runs it was fitted on."""
+class ServerStepCost:
+    """The step cost fitted on one server's runs, and which runs they were."""
 
     server: str
-    fit: StepFit
+    fit: StepCostFit
     wave_gap_s: float
     fitted_on: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class FittedPrediction:
-    """One run's prediction and the model it came from."""
+    """One run's prediction and the fitted step cost it came from."""
 
-    prediction: Prediction
-    model: ServerStepModel
+    prediction: RunPrediction
+    step_cost: ServerStepCost
     held_out: bool
 
 
@@ -52,11 +59,11 @@ def server_key(run: RunData) -> str:
     return f"{server.get('mode', '?')} server pid {server.get('pid', '?')} started {server.get('started_at', '?')}"
 
 
-def fit_server_model(runs: Sequence[RunData]) -> ServerStepModel:
-    """Fit one model on every run given (all from one server, all with steps)."""
+def fit_server_step_cost(runs: Sequence[RunData]) -> ServerStepCost:
+    """Fit one step cost on every run given (all from one server, all with steps)."""
     fit = fit_step_cost(StepSample.concat([busy_steps(_steps(run)) for run in runs]))
     naive = [_steps(run) for run in runs if run.manifest.system == "naive"]
-    return ServerStepModel(
+    return ServerStepCost(
         server=server_key(runs[0]),
         fit=fit,
         wave_gap_s=mean_idle_gap(naive),
@@ -64,16 +71,16 @@ def fit_server_model(runs: Sequence[RunData]) -> ServerStepModel:
     )
 
 
-def server_models(runs: Sequence[RunData]) -> list[ServerStepModel]:
-    """One model per server, fitted on all of its runs that have engine steps: the report's constants.
+def server_step_costs(runs: Sequence[RunData]) -> list[ServerStepCost]:
+    """One step cost per server, fitted on all of its runs that have engine steps: the report's constants.
 
-    A server whose steps cannot fit a model (step_fit.StepFitError) has none.
+    A server whose steps cannot be fitted (step_cost_fit.StepCostFitError) has none.
     """
-    models = []
+    costs = []
     for members in _by_server(runs).values():
-        with contextlib.suppress(StepFitError):
-            models.append(fit_server_model(members))
-    return models
+        with contextlib.suppress(StepCostFitError):
+            costs.append(fit_server_step_cost(members))
+    return costs
 
 
 def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
@@ -86,21 +93,21 @@ def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
         for cell, cell_runs in cells.items():
             others = [run for run in members if _cell(run) != cell]
             try:
-                model = fit_server_model(others or cell_runs)
-            except StepFitError:
-                continue  # too few or too odd steps for a model: these runs get no prediction
+                step_cost = fit_server_step_cost(others or cell_runs)
+            except StepCostFitError:
+                continue  # too few or too odd steps to fit: these runs get no prediction
             held_out = bool(others)
             if cell[0] == "naive" and not any(run.manifest.system == "naive" for run in others):
                 # No other naive cell to learn the client's turnaround from: this cell's own, in sample.
                 gap = mean_idle_gap([_steps(run) for run in cell_runs])
-                model, held_out = ServerStepModel(model.server, model.fit, gap, model.fitted_on), False
+                step_cost, held_out = ServerStepCost(step_cost.server, step_cost.fit, gap, step_cost.fitted_on), False
             for run in cell_runs:
                 prediction = predict_for_run(
-                    _requests(run), run.manifest.batch_size, run.manifest.system, model.fit.cost,
-                    wave_gap_s=model.wave_gap_s,
+                    _requests(run), run.manifest.batch_size, run.manifest.system, step_cost.fit.cost,
+                    wave_gap_s=step_cost.wave_gap_s,
                 )
                 if prediction is not None:
-                    predictions[run.manifest.run_id] = FittedPrediction(prediction, model, held_out)
+                    predictions[run.manifest.run_id] = FittedPrediction(prediction, step_cost, held_out)
     return predictions
 
 

@@ -58,5 +58,5 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--workloads: {exc}") from None
     rows = sensitivity(setup, specs, args.batch_size) if args.sensitivity else ()
-    print(to_markdown(prediction_blocks(setup, predictions, rows)), end="")
+    print(to_markdown(prediction_blocks(predictions, rows)), end="")
     return 0

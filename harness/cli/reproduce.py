@@ -3,7 +3,7 @@
 One server start per mode, both up for the whole sweep: the continuous server hosts
 the continuous runs and the naive padded waves, the static server the static runs, and
 every repetition runs each workload on all three systems back to back. There is no separate
-calibration phase: the predictions come from step-cost models fitted on the runs'
+calibration phase: the predictions come from step costs fitted on the runs'
 own engine steps (harness.analysis.step_predict).
 """
 
@@ -53,7 +53,7 @@ CAVEATS = (
     "Client and server share two cores: the load driver's own CPU time slows the server a little, the same for"
     " every system.",
     "Predictions replay each run's plan as sent at once (burst). When the client sends late (send lateness),"
-    " the engine waits with free rows and nothing queued, which no step model predicts: such runs measure slower"
+    " the engine waits with free rows and nothing queued, which no fitted step cost predicts: such runs measure slower"
     " than predicted, by about the share of time the engine sat starved.",
     "On the CPU default, vLLM's API server shares one core with the engine. With 64 streams open it coalesces"
     " tokens into fewer chunks (per-token timestamps then repeat; TPOT and ITL medians can fall near zero for"

@@ -1,7 +1,7 @@
 """Predictions on paper: batching schedules and step costs from a model, not from a run.
 
-`simulate` predicts each batching system's schedule and throughput from a step-cost
-model (`step_cost`: the interface, and the linear model harness.analysis.step_fit fits
+`simulate` predicts each batching system's schedule and throughput from a step cost
+(`step_cost`: the interface, and the linear step cost harness.analysis.step_cost_fit fits
 on engine steps); `physics` derives a model's decode numbers (weights, KV cache,
 compute/memory crossover) on a given GPU from the published shapes in `model_configs`,
 which the launchers also write into model directories; `gpu_cost`, `gpu_schedule`,

@@ -56,7 +56,7 @@ class StepWork:
 
 
 @dataclass(frozen=True)
-class StepTimes:
+class StepCostTerms:
     """The two roofline terms of one step and the overhead added to the larger."""
 
     memory_s: float
@@ -123,17 +123,17 @@ class GpuStepCost:
         """QK^T and AV: 2 x 2 FLOPs per head dimension, per head, per layer, per (query, key) pair."""
         return 4.0 * self.model.num_layers * self.model.num_attention_heads * self.model.head_dim
 
-    def times(self, work: StepWork) -> StepTimes:
+    def terms(self, work: StepWork) -> StepCostTerms:
         """The memory and compute terms of one step."""
         memory_s, compute_s = self._terms(
             work.decode_sequences, work.decode_context_tokens, work.prefill_sequences, work.prefill_tokens,
             work.prefill_attention_pairs,
         )
-        return StepTimes(float(memory_s), float(compute_s), self.overhead_s)
+        return StepCostTerms(float(memory_s), float(compute_s), self.overhead_s)
 
     def seconds(self, work: StepWork) -> float:
         """Wall seconds of one step."""
-        return self.times(work).seconds
+        return self.terms(work).seconds
 
     def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
         """Seconds of each step of a run, as harness.paper.simulate asks (step_cost.StepCost).

@@ -1,7 +1,7 @@
 """Predict a workload's throughput on a GPU setup, per system, and its sensitivity to each constant.
 
 - continuous: the engine's own schedule (harness.paper.gpu_schedule), its steps
-  costed by the setup's step model (harness.paper.gpu_cost);
+  costed by the setup's step cost (harness.paper.gpu_cost);
 - static at B: the same engine, constants and limits, with a batch of B formed only
   when the previous one has finished;
 - naive padded: not a vLLM schedule. Its prediction here is a floor on its time: the
@@ -43,9 +43,10 @@ SCALED_CONSTANTS = tuple(f.name for f in fields(Scales))
 
 
 @dataclass(frozen=True)
-class WorkloadPrediction:
-    """One workload's predictions on one setup, and what was published for it."""
+class PaperPrediction:
+    """One workload's predictions on paper on one GPU setup, and what was published for it."""
 
+    setup: GpuSetup
     workload: str
     batch_size: int
     max_num_batched_tokens: int
@@ -76,8 +77,8 @@ class SensitivityRow:
     high: dict[str, float]
 
 
-def step_cost(setup: GpuSetup, scales: Scales = Scales()) -> GpuStepCost:
-    """The setup's step model, its constants scaled."""
+def setup_step_cost(setup: GpuSetup, scales: Scales = Scales()) -> GpuStepCost:
+    """The setup's step cost, its constants scaled."""
     return GpuStepCost(
         model=setup.model,
         gpu=setup.gpu,
@@ -88,7 +89,7 @@ def step_cost(setup: GpuSetup, scales: Scales = Scales()) -> GpuStepCost:
     )
 
 
-def floor_cost(setup: GpuSetup) -> GpuStepCost:
+def floor_step_cost(setup: GpuSetup) -> GpuStepCost:
     """Every step at the card's peak: no efficiency loss, no overhead."""
     return GpuStepCost(model=setup.model, gpu=setup.gpu, efficiency=1.0)
 
@@ -105,7 +106,7 @@ def engine_limits(
 
 def predict_workload(
     setup: GpuSetup, spec: WorkloadSpec, batch_size: int | None = None, scales: Scales = Scales()
-) -> WorkloadPrediction:
+) -> PaperPrediction:
     """Predict continuous, static at B and the naive floor for one burst workload.
 
     B is `batch_size` if given, else the workload's published batch size, else the
@@ -116,14 +117,15 @@ def predict_workload(
     continuous, static = (
         _schedule(setup, settings, system, width, prompts, outputs, scales) for system in ("continuous", "static")
     )
-    return WorkloadPrediction(
+    return PaperPrediction(
+        setup=setup,
         workload=spec.name,
         batch_size=width,
         max_num_batched_tokens=continuous.limits.max_num_batched_tokens,
         settings=settings,
         continuous=continuous,
         static=static,
-        naive_floor=simulate("naive", outputs, width, floor_cost(setup), prompt_tokens=prompts),
+        naive_floor=simulate("naive", outputs, width, floor_step_cost(setup), prompt_tokens=prompts),
     )
 
 
@@ -167,4 +169,4 @@ def _schedule(
     outputs: np.ndarray, scales: Scales,
 ) -> EngineSchedule:
     limits = engine_limits(setup, settings, system, width, scales)
-    return simulate_engine(system, prompts, outputs, limits, step_cost(setup, scales))
+    return simulate_engine(system, prompts, outputs, limits, setup_step_cost(setup, scales))

@@ -101,7 +101,7 @@ class EngineSchedule:
 
     @property
     def mean_sequences(self) -> float:
-        """Sequences per step, weighted by step time."""
+        """Sequences per step, weighted by step duration."""
         return float((self.step_sequences * self.step_duration_s).sum() / self.step_duration_s.sum())
 
     @property
@@ -267,11 +267,11 @@ class _EngineRun:
             prefill_tokens=int(prompts.sum()),
             prefill_attention_pairs=int((prompts * (prompts + 1) // 2).sum()),
         )
-        times = self.cost.times(work)
-        self.durations.append(times.seconds)
+        terms = self.cost.terms(work)
+        self.durations.append(terms.seconds)
         self.sequences.append(len(self.running))
         self.prefill_tokens.append(work.prefill_tokens)
-        self.compute_bound.append(times.compute_bound)
+        self.compute_bound.append(terms.compute_bound)
         index = np.asarray(self.running)
         self.length[index] += 1
         self.generated[index] += 1

@@ -213,8 +213,8 @@ def embedding_parameters(model: ModelShape) -> int:
     return model.vocab_size * model.hidden_size + (positions if model.architecture == "opt" else 0)
 
 
-def roofline_step_time_s(model: ModelShape, gpu: GpuSpec, batch: int, context_tokens: int = 0) -> float:
-    """Roofline time of one decode step of `batch` sequences, each `context_tokens` long.
+def roofline_step_cost_s(model: ModelShape, gpu: GpuSpec, batch: int, context_tokens: int = 0) -> float:
+    """Roofline seconds of one decode step of `batch` sequences, each `context_tokens` long.
 
     max(memory time, compute time): memory reads every weight once plus each sequence's
     KV cache; compute is 2 FLOPs per weight per sequence plus attention over the context

@@ -19,7 +19,7 @@ Conventions (shared by every system):
 
 The simulation is event driven: which sequences are in a step changes only when a
 request joins or finishes, so a run of steps between two such events is taken in one
-jump, its steps' costs asked of the step model together (step_cost.StepCost: by batch
+jump, its steps' costs asked of the step cost together (step_cost.StepCost: by batch
 size only, or also by context and prefill).
 """
 
@@ -44,12 +44,12 @@ _MIN_STEP_FRACTION = 0.01
 
 
 @dataclass(frozen=True)
-class StepTimeModel:
+class InterpolatedStepCost:
     """Seconds per decode step as a function of how many sequences are in the step.
 
     Linear between calibration points, linear beyond them (extending the end
     segments), never below 1% of the smallest calibrated time. One point means a
-    constant step time. Admitting a request adds `prefill_s_per_token * prompt_tokens`
+    constant step cost. Admitting a request adds `prefill_s_per_token * prompt_tokens`
     to its admission step.
     """
 
@@ -59,16 +59,16 @@ class StepTimeModel:
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.seconds):
-            raise ValueError("step model points: need at least one (batch size, seconds) pair")
+            raise ValueError("step cost points: need at least one (batch size, seconds) pair")
         if any(b < 1 for b in self.batch_sizes) or list(self.batch_sizes) != sorted(set(self.batch_sizes)):
-            raise ValueError("step model batch sizes: must be distinct positive integers in increasing order")
+            raise ValueError("step cost batch sizes: must be distinct positive integers in increasing order")
         if not all(math.isfinite(s) and s > 0 for s in self.seconds):
-            raise ValueError("step model seconds: every step time must be positive and finite")
+            raise ValueError("step cost seconds: every step's seconds must be positive and finite")
         if not (math.isfinite(self.prefill_s_per_token) and self.prefill_s_per_token >= 0):
             raise ValueError("prefill_s_per_token: must be zero or positive")
 
     @classmethod
-    def from_points(cls, points: dict[int, float], prefill_s_per_token: float = 0.0) -> StepTimeModel:
+    def from_points(cls, points: dict[int, float], prefill_s_per_token: float = 0.0) -> InterpolatedStepCost:
         """Build from calibration points {batch size: seconds per decode step}."""
         ordered = sorted(points.items())
         return cls(
@@ -77,7 +77,7 @@ class StepTimeModel:
             prefill_s_per_token=float(prefill_s_per_token),
         )
 
-    def step_time(self, active: int) -> float:
+    def decode_step_s(self, active: int) -> float:
         """Seconds for one decode step with `active` sequences (prefill not included)."""
         if active < 1:
             raise ValueError(f"active: a step needs at least one sequence, got {active}")
@@ -97,7 +97,7 @@ class StepTimeModel:
 
     def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
         """Seconds of each step of a run (step_cost.StepCost): context does not change the cost."""
-        step_s = self.step_time(active) + self.prefill_s_per_token * prefill_tokens
+        step_s = self.decode_step_s(active) + self.prefill_s_per_token * prefill_tokens
         return np.full(len(context_tokens), step_s)
 
 
@@ -136,7 +136,7 @@ def simulate(
     system: SystemName,
     output_tokens: Sequence[int] | np.ndarray,
     batch_size: int,
-    step_model: StepCost,
+    step_cost: StepCost,
     prompt_tokens: Sequence[int] | np.ndarray | None = None,
     arrivals: Sequence[float] | np.ndarray | None = None,
     wave_gap_s: float = 0.0,
@@ -154,8 +154,8 @@ def simulate(
       the previous one ended: the client must receive a whole wave before it sends the
       next, and the engine idles meanwhile.
 
-    `step_model` gives each step's seconds from its sequences, context and prefill
-    tokens (StepTimeModel looks at the sequences and prefill only).
+    `step_cost` gives each step's seconds from its sequences, context and prefill
+    tokens (InterpolatedStepCost looks at the sequences and prefill only).
 
     output_tokens_per_s counts useful tokens only; total_tokens_per_s adds prompt tokens
     (the Anyscale definition). mean_occupancy is active/B weighted by step duration;
@@ -179,7 +179,7 @@ def simulate(
         raise ValueError(f"arrivals: has {len(times)} entries, output_tokens has {n}")
     if not (math.isfinite(wave_gap_s) and wave_gap_s >= 0):
         raise ValueError(f"wave_gap_s: must be zero or positive seconds, got {wave_gap_s!r}")
-    trace = _run(system, outputs, prompts, times, int(batch_size), step_model, float(wave_gap_s))
+    trace = _run(system, outputs, prompts, times, int(batch_size), step_cost, float(wave_gap_s))
     return _result(system, int(batch_size), outputs, prompts, trace)
 
 
@@ -202,9 +202,9 @@ def slot_diagram(output_tokens: Sequence[int] | np.ndarray, batch_size: int, sys
     """Which request holds which row during which steps, for a burst (all at t=0).
 
     With every request present at the start, admissions depend only on step counts,
-    never on step durations, so no step model is needed. Spans come in request order.
+    never on step durations, so no step cost is needed. Spans come in request order.
     """
-    result = simulate(system, output_tokens, batch_size, StepTimeModel.from_points({1: 1.0}))
+    result = simulate(system, output_tokens, batch_size, InterpolatedStepCost.from_points({1: 1.0}))
     outputs = token_counts("output_tokens", output_tokens, minimum=1)
     return [
         SlotSpan(
@@ -244,7 +244,7 @@ def _run(
     prompts: np.ndarray,
     arrivals: np.ndarray,
     batch_size: int,
-    model: StepCost,
+    step_cost: StepCost,
     wave_gap_s: float,
 ) -> _Trace:
     """Event loop: admit, run steps up to the next event, retire, repeat."""
@@ -284,7 +284,7 @@ def _run(
         # The admission step is the only one carrying prefill: run it alone.
         steps = 1 if prefill_tokens > 0 else running[0][0] - step
         contexts = context_offset + active * np.arange(step, step + steps, dtype=np.int64)
-        durations = model.step_seconds(active, contexts, prefill_tokens)
+        durations = step_cost.step_seconds(active, contexts, prefill_tokens)
         if refill_every_step and free_rows and queued < n and steps > 1:
             # Stop at the first step boundary at or after the next arrival.
             wait_s = float(arrivals[order[queued]]) - clock

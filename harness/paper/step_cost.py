@@ -1,12 +1,12 @@
-"""What one engine step costs: the interface the simulator asks, and the linear model.
+"""What one engine step costs: the interface the simulator asks, and the linear step cost.
 
 A step's cost is asked for a run of consecutive steps in which the same `active`
 sequences compute: the simulator passes the context of each of those steps (the sum,
 over the step's sequences, of the tokens each attends to) and the prompt tokens the
-run's first step prefills (a run that prefills is one step long). Any model with
-`step_seconds(active, context_tokens, prefill_tokens)` will do: `StepTimeModel`
+run's first step prefills (a run that prefills is one step long). Any class with
+`step_seconds(active, context_tokens, prefill_tokens)` will do: `InterpolatedStepCost`
 (batch size only) and `LinearStepCost` (fitted on engine steps by
-harness.analysis.step_fit) both have it.
+harness.analysis.step_cost_fit) both have it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Shared by `batchbench analyze` (runs made earlier, maybe elsewhere) and
 `batchbench reproduce` (runs it just made). Repetitions of one system at one spread
 level form a cell (harness.analysis.cells): its median and interval lead the report,
 and its median run stands for it in the per-system tables. Predictions come from
-step-cost models fitted on the runs' own engine steps, each cell held out of the fit
+step costs fitted on the runs' own engine steps, each cell held out of the fit
 that predicts it (harness.analysis.step_predict); runs without engine steps (servers
 we did not launch) get none.
 """
@@ -22,7 +22,7 @@ from harness.analysis.assess import assess_run_dirs
 from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headline, median_run
 from harness.analysis.gap import gap_table
 from harness.analysis.levels import level_name
-from harness.analysis.step_predict import server_models
+from harness.analysis.step_predict import server_step_costs
 from harness.calibration.marking import is_calibration_run
 from harness.errors import UsageError
 from harness.report.document import Block, Bullets, Paragraph
@@ -36,7 +36,7 @@ from harness.report.headline import (
     paired_ratios,
 )
 from harness.report.render import ReportPaths, render_report
-from harness.report.step_model import StepModelSummary
+from harness.report.step_cost_summary import StepCostSummary
 from harness.rundir.manifest import RunManifest
 
 
@@ -77,7 +77,7 @@ def assemble_report(
     extras = ReportExtras(
         title=(PARTIAL_TITLE if partial else ReportExtras().title),
         caveats=notes,
-        step_models=[StepModelSummary.of(m) for m in server_models(runs)],
+        step_costs=[StepCostSummary.of(m) for m in server_step_costs(runs)],
     )
     blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.briefs or row.reasons)})"
                for row in rows if not row.stable]

@@ -2,7 +2,7 @@
 
 `gather_facts` runs the analysis the report shows beyond the gap table: the
 acceptance findings, where the runs were measured, the occupancy and latency series,
-the simulated seed example, the model cards and the step-model quotes. The section
+the simulated seed example, the model cards and the step-cost quote. The section
 modules then only lay these out.
 """
 
@@ -24,10 +24,10 @@ from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import makespan_window, max_hold_s, occupancy_series, request_table
 from harness.errors import UsageError
 from harness.paper import physics
-from harness.paper.gpu_predict import WorkloadPrediction, predict_workload
-from harness.paper.gpu_setups import GpuSetup, setup_for_profile
-from harness.paper.simulate import ScheduleResult, SlotSpan, StepTimeModel, simulate, slot_diagram
-from harness.report.step_model import QUOTED_CONTEXT_PER_SEQUENCE, StepModelSummary
+from harness.paper.gpu_predict import PaperPrediction, predict_workload
+from harness.paper.gpu_setups import setup_for_profile
+from harness.paper.simulate import InterpolatedStepCost, ScheduleResult, SlotSpan, simulate, slot_diagram
+from harness.report.step_cost_summary import QUOTED_CONTEXT_PER_SEQUENCE, StepCostSummary
 from harness.rundir.manifest import RunManifest
 from harness.rundir.reader import RunData
 from harness.systems import SYSTEMS, SystemName
@@ -40,7 +40,7 @@ from harness.workload.spec import WorkloadSpec
 SEED_OUTPUTS = (100, 200, 300, 1000)
 SEED_DIAGRAM_OUTPUTS = SEED_OUTPUTS * 4
 SEED_B = 4
-_UNIT_STEPS = StepTimeModel.from_points({1: 1.0})
+_UNIT_STEPS = InterpolatedStepCost.from_points({1: 1.0})
 # The batch sizes at which the report compares a decode step's cost (ours against the GPU's).
 QUOTED_BATCHES = (1, 16)
 
@@ -54,14 +54,14 @@ class ReportRun:
 
 
 class ReportExtras(BaseModel):
-    """What the caller adds beyond the runs: title, caveats, step models, plot choice."""
+    """What the caller adds beyond the runs: title, caveats, fitted step costs, plot choice."""
 
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field("Continuous vs static batching: the throughput gap", description="Report title.")
     caveats: list[str] = Field(default_factory=list, description="Free-text caveats, one paragraph each.")
-    step_models: list[StepModelSummary] = Field(
-        default_factory=list, description="The step-cost model of each server, fitted on its engine steps."
+    step_costs: list[StepCostSummary] = Field(
+        default_factory=list, description="The step cost of each server, fitted on its engine steps."
     )
     occupancy_level: int | str | None = Field(
         None, description="Spread level of the occupancy plot; default the widest cap with static and continuous runs."
@@ -94,7 +94,7 @@ class StepQuote:
     the continuous runs' busy engine steps, or QUOTED_CONTEXT_PER_SEQUENCE without steps.
     """
 
-    model: StepModelSummary
+    step_cost: StepCostSummary
     one_sequence_s: float
     batch_ratio: float
     context_per_sequence: float
@@ -108,14 +108,6 @@ class LevelCauses:
     level: Level
     batch_size: int
     causes: tuple[GapCauses, ...]
-
-
-@dataclass(frozen=True)
-class GpuPrediction:
-    """The runs served a GPU model profile: that setup's predictions for their burst workloads."""
-
-    setup: GpuSetup
-    predictions: list[WorkloadPrediction]
 
 
 @dataclass(frozen=True)
@@ -136,8 +128,9 @@ class ReportFacts:
     cards: tuple[physics.ModelCard, physics.ModelCard]
     gpu_batch_ratio: float
     step_quote: StepQuote | None
-    gpu_prediction: GpuPrediction | None = None
-    # Empty without a step model or engine steps.
+    # Empty unless the runs served a GPU model profile.
+    paper_predictions: tuple[PaperPrediction, ...] = ()
+    # Empty without a fitted step cost or engine steps.
     gap_causes: tuple[LevelCauses, ...] = ()
 
 
@@ -170,8 +163,8 @@ def gather_facts(
     ordered = _ordered(runs, gap_table)
     llama = physics.model_card(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB)
     low, high = QUOTED_BATCHES
-    gpu_ratio = (physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, high)
-                 / physics.roofline_step_time_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, low))
+    gpu_ratio = (physics.roofline_step_cost_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, high)
+                 / physics.roofline_step_cost_s(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB, low))
     step_quote = _step_quote(extras, runs)
     return ReportFacts(
         extras=extras,
@@ -197,20 +190,20 @@ def gather_facts(
         cards=(llama, physics.model_card(physics.OPT_13B, physics.A100_40GB)),
         gpu_batch_ratio=gpu_ratio,
         step_quote=step_quote,
-        gpu_prediction=gpu_prediction([run.data.manifest for run in runs]),
-        gap_causes=_gap_causes(runs, gap_table, step_quote.model) if step_quote else (),
+        paper_predictions=paper_predictions([run.data.manifest for run in runs]),
+        gap_causes=_gap_causes(runs, gap_table, step_quote.step_cost) if step_quote else (),
     )
 
 
-def gpu_prediction(manifests: Sequence[RunManifest]) -> GpuPrediction | None:
+def paper_predictions(manifests: Sequence[RunManifest]) -> tuple[PaperPrediction, ...]:
     """Predictions on paper when the runs served a GPU model profile (e.g. `--model opt-13b`).
 
     The profile's setup (its published GPU) predicts each distinct burst workload the
-    runs measured; None when no run served a profile with a setup.
+    runs measured; empty when no run served a profile with a setup.
     """
     setups = [setup for setup in (setup_for_profile(m.model) for m in manifests) if setup is not None]
     if not setups:
-        return None
+        return ()
     setup = setups[0]
     specs: dict[str, WorkloadSpec] = {}
     for manifest in manifests:
@@ -222,13 +215,13 @@ def gpu_prediction(manifests: Sequence[RunManifest]) -> GpuPrediction | None:
             continue
         if spec.arrival.kind == "burst":
             specs.setdefault(spec.name, spec)
-    predictions = []
+    predictions: list[PaperPrediction] = []
     for spec in specs.values():
         try:
             predictions.append(predict_workload(setup, spec))
         except ValueError:
             continue  # a workload the engine could never admit: nothing to predict
-    return GpuPrediction(setup, predictions) if predictions else None
+    return tuple(predictions)
 
 
 def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:
@@ -302,22 +295,24 @@ def _occupancy_level(runs: Sequence[ReportRun], requested: Level | None) -> Leve
 
 
 def _step_quote(extras: ReportExtras, runs: Sequence[ReportRun]) -> StepQuote | None:
-    """The continuous server's model (it serves two of the three systems), else the first."""
-    models = sorted(extras.step_models, key=lambda m: not m.server.startswith("continuous"))
-    if not models:
+    """The continuous server's step cost (it serves two of the three systems), else the first."""
+    step_costs = sorted(extras.step_costs, key=lambda m: not m.server.startswith("continuous"))
+    if not step_costs:
         return None
-    model = models[0]
+    step_cost = step_costs[0]
     measured = mean_context_per_sequence(
         [run.data.steps for run in runs if run.entry.system == "continuous" and run.data.steps is not None])
     context = measured if np.isfinite(measured) else float(QUOTED_CONTEXT_PER_SEQUENCE)
     low, high = QUOTED_BATCHES
-    return StepQuote(model, model.decode_step_s(1, context),
-                     model.decode_step_s(high, context) / model.decode_step_s(low, context),
+    return StepQuote(step_cost, step_cost.decode_step_s(1, context),
+                     step_cost.decode_step_s(high, context) / step_cost.decode_step_s(low, context),
                      context, measured_context=bool(np.isfinite(measured)))
 
 
-def _gap_causes(runs: Sequence[ReportRun], table: pd.DataFrame, model: StepModelSummary) -> tuple[LevelCauses, ...]:
-    """Each cap's continuous run against its static and naive runs, all priced by `model`.
+def _gap_causes(
+    runs: Sequence[ReportRun], table: pd.DataFrame, step_cost: StepCostSummary
+) -> tuple[LevelCauses, ...]:
+    """Each cap's continuous run against its static and naive runs, all priced by `step_cost`.
 
     The measured ratio is the gap table's (the median runs' total tok/s), the figure the
     split explains. Runs without engine steps are left out.
@@ -332,7 +327,7 @@ def _gap_causes(runs: Sequence[ReportRun], table: pd.DataFrame, model: StepModel
         if not is_cap(level) or continuous is None:
             continue
         causes = tuple(
-            gap_causes(other, float(row[f"continuous/{other}"]), continuous, timings[level, other], model.cost())
+            gap_causes(other, float(row[f"continuous/{other}"]), continuous, timings[level, other], step_cost.cost())
             for other in ("static", "naive") if (level, other) in timings
         )
         if causes:

@@ -15,14 +15,14 @@ import pandas as pd
 from harness.analysis.cells import AssessedRun, Cell, HeadlineRow
 from harness.analysis.levels import Level, level_name
 from harness.analysis.stats import Estimate
-from harness.analysis.step_fit import StepFit
+from harness.analysis.step_cost_fit import StepCostFit
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, SideBySide, Table
 from harness.report.plots import RatioPoint, headline_plot
 
 SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."
 
 
-def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepFit | None = None,
+def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCostFit | None = None,
                     speeds: Sequence[float] = (), table: pd.DataFrame | None = None) -> list[Block]:
     """The answer: at each spread level, continuous over static and naive, with intervals.
 

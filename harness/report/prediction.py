@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.paper.gpu_predict import SENSITIVITY_STEP, SensitivityRow, WorkloadPrediction
+from harness.paper.gpu_predict import SENSITIVITY_STEP, PaperPrediction, SensitivityRow
 from harness.paper.gpu_setups import GpuSetup
 from harness.paper.physics import kv_bytes_per_token
 from harness.report.document import Block, Bullets, Heading, Paragraph, Table
@@ -18,9 +18,15 @@ from harness.report.format import ms, num, pct, times
 
 
 def prediction_blocks(
-    setup: GpuSetup, predictions: Sequence[WorkloadPrediction], sensitivity: Sequence[SensitivityRow] = ()
+    predictions: Sequence[PaperPrediction], sensitivity: Sequence[SensitivityRow] = ()
 ) -> list[Block]:
-    """The prediction table, the naive note, the schedule, every assumption and (if given) the sensitivity."""
+    """The prediction table, the naive note, the schedule, every assumption and (if given) the sensitivity.
+
+    `predictions` are of one setup, at least one (ValueError otherwise).
+    """
+    if not predictions or any(p.setup != predictions[0].setup for p in predictions):
+        raise ValueError("predictions: give at least one, all on the same GPU setup")
+    setup = predictions[0].setup
     blocks: list[Block] = [
         Heading(f"Predicted on paper: {setup.model.name} on {setup.gpu.name}"),
         Paragraph(
@@ -52,7 +58,7 @@ def prediction_blocks(
     return blocks
 
 
-def _row(p: WorkloadPrediction) -> tuple[str, ...]:
+def _row(p: PaperPrediction) -> tuple[str, ...]:
     published = p.settings.published_continuous_tok_s
     ratio = p.continuous_ratio
     floor_ratio = p.naive_floor_over_published
@@ -70,7 +76,7 @@ def _row(p: WorkloadPrediction) -> tuple[str, ...]:
     )
 
 
-def _schedule_row(p: WorkloadPrediction) -> tuple[str, ...]:
+def _schedule_row(p: PaperPrediction) -> tuple[str, ...]:
     c = p.continuous
     return (
         p.workload,
@@ -84,7 +90,7 @@ def _schedule_row(p: WorkloadPrediction) -> tuple[str, ...]:
     )
 
 
-def _naive_note(naive: Sequence[WorkloadPrediction]) -> str:
+def _naive_note(naive: Sequence[PaperPrediction]) -> str:
     text = (
         "Naive HF static batching is not a vLLM schedule: HF pipelines pad every row of a batch to its longest "
         "member, with their own per-step overhead, which no spec sheet gives. Its column is therefore a floor on "
@@ -100,7 +106,7 @@ def _naive_note(naive: Sequence[WorkloadPrediction]) -> str:
     return text
 
 
-def assumptions(setup: GpuSetup, predictions: Sequence[WorkloadPrediction]) -> tuple[str, ...]:
+def assumptions(setup: GpuSetup, predictions: Sequence[PaperPrediction]) -> tuple[str, ...]:
     """Every constant and rule behind the prediction, each with its source."""
     gpu, model = setup.gpu, setup.model
     kv_tokens = setup.kv_tokens
@@ -131,7 +137,7 @@ def assumptions(setup: GpuSetup, predictions: Sequence[WorkloadPrediction]) -> t
 
 
 def sensitivity_blocks(
-    setup: GpuSetup, predictions: Sequence[WorkloadPrediction], rows: Sequence[SensitivityRow]
+    setup: GpuSetup, predictions: Sequence[PaperPrediction], rows: Sequence[SensitivityRow]
 ) -> list[Block]:
     """Continuous throughput with each constant at -20% and +20%, beside the prediction."""
     base = {p.workload: p.continuous.total_tokens_per_s for p in predictions}

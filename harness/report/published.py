@@ -134,7 +134,7 @@ def _what_differs(facts: ReportFacts) -> str:
         where = ("the mean over the continuous runs' engine steps" if quote.measured_context
                  else "no engine steps to measure it from")
         ours = (f" Here a decode step of {high} sequences costs {quote.batch_ratio:.1f}x one of {low}"
-                f" (fitted step model, {quote.context_per_sequence:,.0f} tokens of context each: {where}); for"
+                f" (fitted step cost, {quote.context_per_sequence:,.0f} tokens of context each: {where}); for"
                 f" Llama-3.1-8B on an H100 the roofline gives {facts.gpu_batch_ratio:.2f}x.")
     return (
         "What differs: Anyscale served OPT-13B on an A100 and the seed reasons about Llama-3.1-8B on an H100, "
@@ -153,7 +153,7 @@ def _cause_blocks(facts: ReportFacts) -> list[Block]:
     if not facts.gap_causes or facts.step_quote is None:
         return [Paragraph("Why the gap is this size: not split here, since these runs have no engine step logs "
                           "or no step-cost model.")]
-    quote_server = facts.step_quote.model.server
+    quote_server = facts.step_quote.step_cost.server
     return [
         Paragraph(
             "Why the gap is this size, from these runs' engine steps, every step of both systems priced by one "

@@ -26,7 +26,7 @@ from harness.report.sections import (
     occupancy_section,
     overview_section,
     seed_section,
-    step_model_section,
+    step_cost_section,
 )
 from harness.report.summary import summary
 
@@ -69,10 +69,9 @@ def render_report(
         *gpu_section(facts.ordered),
         *seed_section(facts),
         *published_section(facts),
-        *(prediction_blocks(facts.gpu_prediction.setup, facts.gpu_prediction.predictions)
-          if facts.gpu_prediction else ()),
+        *(prediction_blocks(facts.paper_predictions) if facts.paper_predictions else ()),
         *model_card_section(facts),
-        *step_model_section(extras.step_models),
+        *step_cost_section(extras.step_costs),
         *caveats_section(extras.caveats),
     ]
     out = Path(out_dir)

@@ -17,7 +17,7 @@ from harness.report.document import Block, Bullets, Heading, Image, Paragraph, T
 from harness.report.facts import SEED_B, SEED_DIAGRAM_OUTPUTS, SEED_OUTPUTS, Occupancy, ReportFacts, ReportRun
 from harness.report.format import ms, num, pct, times
 from harness.report.plots import latency_plot, occupancy_plot, slot_diagram_plot, throughput_plot
-from harness.report.step_model import StepModelSummary
+from harness.report.step_cost_summary import StepCostSummary
 
 
 def overview_section(metadata: Mapping[str, Any]) -> list[Block]:
@@ -169,16 +169,16 @@ def seed_section(facts: ReportFacts) -> list[Block]:
     ]
 
 
-def step_model_section(models: Sequence[StepModelSummary]) -> list[Block]:
-    """The fitted step-cost model of each server: where it comes from and its constants."""
+def step_cost_section(step_costs: Sequence[StepCostSummary]) -> list[Block]:
+    """The fitted step cost of each server: where it comes from and its constants."""
     blocks: list[Block] = [Heading("Step-cost model")]
-    if not models:
+    if not step_costs:
         return [*blocks, Paragraph("No engine steps to fit (servers we did not launch): no predictions.")]
     rows = tuple(
         (m.server, str(m.runs), f"{m.steps:,}", ms(m.overhead_s), f"{m.per_sequence_s * 1e6:.1f}",
          f"{m.per_prefill_token_s * 1e6:.2f}", f"{m.per_context_token_s * 1e9:.1f}", f"{m.r_squared:.3f}",
          f"{ms(m.residual_std_s)} / {ms(m.mean_step_s)}", ms(m.wave_gap_s))
-        for m in models
+        for m in step_costs
     )
     return [
         *blocks,

@@ -15,7 +15,7 @@ from harness.report.gpu import gpu_note
 
 
 def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The gap table, findings, runs (with their GPU telemetry line), step models, the gap's causes and caveats.
+    """The gap table, findings, runs (with their GPU telemetry line), fitted step costs, the gap's causes and caveats.
 
     `extra` goes on top.
     """
@@ -38,7 +38,8 @@ def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[
             }
             for run in facts.runs
         ],
-        "step_models": [model.model_dump() for model in facts.extras.step_models],
+        # The key predates the name "step cost"; saved summaries are read by it.
+        "step_models": [step_cost.model_dump() for step_cost in facts.extras.step_costs],
         "gap_causes": [
             {
                 "level": level.level,

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from harness.analysis.gap import GapEntry, Prediction, check_acceptance, gap_table, predict_for_run, spread_level
+from harness.analysis.gap import GapEntry, RunPrediction, check_acceptance, gap_table, predict_for_run, spread_level
 from harness.analysis.metrics import Percentiles, RunMetrics
-from harness.paper.simulate import StepTimeModel
+from harness.paper.simulate import InterpolatedStepCost
 from harness.workload.plan import PlannedRequest
 
 NAN_DIST = Percentiles.of([])
@@ -24,7 +24,7 @@ BASE = RunMetrics(
 
 def entry(level, system, total, output=None, predicted=None, workload=None):
     metrics = dataclasses.replace(BASE, total_tok_s=total, output_tok_s=output if output is not None else total / 2)
-    prediction = Prediction(predicted, predicted / 2, 1.0, 0.5) if predicted else None
+    prediction = RunPrediction(predicted, predicted / 2, 1.0, 0.5) if predicted else None
     return GapEntry(workload or f"cap{level}", level, system, metrics, prediction)
 
 
@@ -108,7 +108,7 @@ SEED_PLAN = [
     {"index": i, "prompt_tokens": 10, "output_tokens": n, "arrival_s": 0.0}
     for i, n in enumerate([100, 200, 300, 1000] * 2)
 ]
-ONE_MS = StepTimeModel.from_points({1: 0.001})
+ONE_MS = InterpolatedStepCost.from_points({1: 0.001})
 
 
 def test_predict_static_and_naive_wait_for_the_longest():

@@ -1,4 +1,4 @@
-"""Held-out predictions: one model per server, each cell predicted without its own steps."""
+"""Held-out predictions: one step cost per server, each cell predicted without its own steps."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.step_predict import predict_held_out, server_models
+from harness.analysis.step_predict import predict_held_out, server_step_costs
 from harness.paper.simulate import simulate
 from harness.paper.step_cost import LinearStepCost
 
@@ -47,37 +47,37 @@ def run(system, cap, steps, server="continuous server 1", rep=1, outputs=(8, 3, 
 
 def test_a_cell_is_predicted_without_its_own_steps():
     honest = [run("continuous", cap, engine_steps(COST, [8, 3, 5, 2, 7, 4])) for cap in (32, 128, 512)]
-    # The cap-32 cell's own steps say the engine was 3x slower: a held-out model never sees that.
+    # The cap-32 cell's own steps say the engine was 3x slower: a held-out fit never sees that.
     skewed = [run("continuous", 32, engine_steps(COST, [8, 3, 5, 2, 7, 4], slow=3.0)), *honest[1:]]
     clean = predict_held_out(honest)
     held = predict_held_out(skewed)
     assert held["continuous-cap32-r1"].held_out
     assert held["continuous-cap32-r1"].prediction.total_tok_s == pytest.approx(
         clean["continuous-cap32-r1"].prediction.total_tok_s, rel=1e-9)
-    assert held["continuous-cap32-r1"].model.fitted_on == ("continuous-cap128-r1", "continuous-cap512-r1")
-    # The other cells' models do include the slow steps, so their predictions slow down.
+    assert held["continuous-cap32-r1"].step_cost.fitted_on == ("continuous-cap128-r1", "continuous-cap512-r1")
+    # The other cells' fits do include the slow steps, so their predictions slow down.
     assert held["continuous-cap128-r1"].prediction.total_tok_s < clean["continuous-cap128-r1"].prediction.total_tok_s
 
 
-def test_the_held_out_model_recovers_the_engine_and_predicts_its_makespan():
+def test_the_held_out_fit_recovers_the_engine_and_predicts_its_makespan():
     runs = [run("continuous", cap, engine_steps(COST, [8, 3, 5, 2, 7, 4])) for cap in (32, 128)]
     fitted = predict_held_out(runs)["continuous-cap32-r1"]
     for name, value in COST.coefficients().items():
-        assert fitted.model.fit.cost.coefficients()[name] == pytest.approx(value, rel=1e-6, abs=1e-12)
+        assert fitted.step_cost.fit.cost.coefficients()[name] == pytest.approx(value, rel=1e-6, abs=1e-12)
     truth = simulate("continuous", [8, 3, 5, 2, 7, 4], B, COST, prompt_tokens=[64] * 6)
     assert fitted.prediction.makespan_s == pytest.approx(truth.makespan_s)
 
 
-def test_one_model_per_server_and_a_lone_cell_predicted_in_sample():
+def test_one_step_cost_per_server_and_a_lone_cell_predicted_in_sample():
     continuous = [run("continuous", cap, engine_steps(COST, [8, 3, 5, 2, 7, 4])) for cap in (32, 128)]
     static = [run("static", 32, engine_steps(COST, [8, 3, 5, 2, 7, 4], slow=2.0), server="static server 2", rep=r)
               for r in (1, 2)]
-    models = {m.server: m for m in server_models([*continuous, *static])}
-    assert len(models) == 2
-    assert len(next(m for m in models.values() if m.server.startswith("static")).fitted_on) == 2
+    step_costs = {m.server: m for m in server_step_costs([*continuous, *static])}
+    assert len(step_costs) == 2
+    assert len(next(m for m in step_costs.values() if m.server.startswith("static")).fitted_on) == 2
     predictions = predict_held_out([*continuous, *static])
     assert not predictions["static-cap32-r1"].held_out
-    assert predictions["static-cap32-r1"].model.fitted_on == ("static-cap32-r1", "static-cap32-r2")
+    assert predictions["static-cap32-r1"].step_cost.fitted_on == ("static-cap32-r1", "static-cap32-r2")
 
 
 def test_naive_waves_take_the_turnaround_seen_in_other_naive_cells():
@@ -86,8 +86,8 @@ def test_naive_waves_take_the_turnaround_seen_in_other_naive_cells():
     steps = engine_steps(COST, outputs, system="naive", idle_after=(7,))
     naive = [run("naive", cap, steps, outputs=outputs) for cap in (32, 128)]
     fitted = predict_held_out(naive)["naive-cap32-r1"]
-    assert fitted.model.wave_gap_s == pytest.approx(0.03)
-    no_gap = simulate("naive", outputs, B, fitted.model.fit.cost, prompt_tokens=[64] * 8)
+    assert fitted.step_cost.wave_gap_s == pytest.approx(0.03)
+    no_gap = simulate("naive", outputs, B, fitted.step_cost.fit.cost, prompt_tokens=[64] * 8)
     assert fitted.prediction.makespan_s == pytest.approx(no_gap.makespan_s + 0.03)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paper.simulate import StepTimeModel
+from harness.paper.simulate import InterpolatedStepCost
 
 # 3 s steps: the 8 steps of static at cap 4, B=2 last 24 s, past the 20 s a stable run needs.
 STEP_S = [3.0, 3.03, 2.97, 3.01]
@@ -20,7 +20,7 @@ STEP_S = [3.0, 3.03, 2.97, 3.01]
 def result_dir(run_dirs, root: Path, name: str, slowdown: float = 0.0, runs: int = 4) -> Path:
     """A sweep directory of `runs` static runs at cap 4, each step `slowdown` slower."""
     for i, step in enumerate(STEP_S[:runs]):
-        model = StepTimeModel.from_points({1: step / (1 - slowdown)})
+        model = InterpolatedStepCost.from_points({1: step / (1 - slowdown)})
         run_dirs.write_run(root / name / "runs", f"static-cap4-r{i + 1}", "static", run_dirs.cap_workload(4),
                            run_dirs.OUTPUTS[4], 2, model)
     return root / name

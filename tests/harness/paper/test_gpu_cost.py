@@ -1,4 +1,4 @@
-"""The GPU step-cost model: each term worked out by hand from the cards."""
+"""The GPU step cost: each term worked out by hand from the cards."""
 
 from __future__ import annotations
 
@@ -25,30 +25,30 @@ def test_flops_per_token_leave_out_lookup_tables_and_count_a_tied_head_once():
 
 def test_a_small_decode_step_is_memory_bound_at_the_weight_floor_plus_kv_reads():
     # One sequence, 1000 tokens of context: (25,706,946,560 + 1000 x 819,200) / 1.555e12 s.
-    times = OPT.times(StepWork(decode_sequences=1, decode_context_tokens=1000, prefill_sequences=0,
+    terms = OPT.terms(StepWork(decode_sequences=1, decode_context_tokens=1000, prefill_sequences=0,
                                prefill_tokens=0, prefill_attention_pairs=0))
-    assert times.memory_s == pytest.approx((25_706_946_560 + 819_200_000) / 1.555e12)
-    assert not times.compute_bound
-    assert times.seconds == pytest.approx(times.memory_s + 0.01)
+    assert terms.memory_s == pytest.approx((25_706_946_560 + 819_200_000) / 1.555e12)
+    assert not terms.compute_bound
+    assert terms.seconds == pytest.approx(terms.memory_s + 0.01)
 
 
 def test_a_prefill_step_is_compute_bound_at_peak_times_efficiency():
     # 16 prompts of 512: 8192 tokens through the layers, 16 LM-head rows, 16 x 512 x 513 / 2 pairs.
     work = StepWork(0, 0, 16, 8192, 16 * 512 * 513 // 2)
     flops = 2 * 12_585_584_640 * 8192 + 2 * 50272 * 5120 * 16 + 819_200 * 16 * 512 * 513 // 2
-    times = OPT.times(work)
-    assert times.compute_s == pytest.approx(flops / (312e12 * 0.5))
-    assert times.compute_bound
-    assert OPT.seconds(work) == pytest.approx(times.compute_s + 0.01)
+    terms = OPT.terms(work)
+    assert terms.compute_s == pytest.approx(flops / (312e12 * 0.5))
+    assert terms.compute_bound
+    assert OPT.seconds(work) == pytest.approx(terms.compute_s + 0.01)
 
 
 def test_scales_move_only_their_own_term():
     work = StepWork(4, 4000, 0, 0, 0)
     faster_memory = GpuStepCost(OPT_13B, A100_40GB, 0.5, bandwidth_scale=2.0)
-    assert faster_memory.times(work).memory_s == pytest.approx(OPT.times(work).memory_s / 2)
-    assert faster_memory.times(work).compute_s == pytest.approx(OPT.times(work).compute_s)
+    assert faster_memory.terms(work).memory_s == pytest.approx(OPT.terms(work).memory_s / 2)
+    assert faster_memory.terms(work).compute_s == pytest.approx(OPT.terms(work).compute_s)
     faster_compute = GpuStepCost(OPT_13B, A100_40GB, 0.5, flops_scale=2.0)
-    assert faster_compute.times(work).compute_s == pytest.approx(OPT.times(work).compute_s / 2)
+    assert faster_compute.terms(work).compute_s == pytest.approx(OPT.terms(work).compute_s / 2)
 
 
 def test_simulate_interface_prices_decode_runs_and_wave_prefills_like_step_work():

@@ -16,7 +16,7 @@ from harness.paper.physics import (
     ModelShape,
     kv_bytes_per_token,
     model_card,
-    roofline_step_time_s,
+    roofline_step_cost_s,
 )
 
 
@@ -102,26 +102,26 @@ def test_kv_bytes_per_token_follows_kv_heads_not_query_heads():
 def test_roofline_single_sequence_is_the_weight_read_floor():
     # Batch 1, empty context: memory 4.79 ms beats compute 16.06e9 / 989e12 = 0.016 ms.
     floor = model_card(LLAMA_3_1_8B, H100_SXM_80GB).decode_step_floor_s
-    assert roofline_step_time_s(LLAMA_3_1_8B, H100_SXM_80GB, 1) == pytest.approx(floor)
+    assert roofline_step_cost_s(LLAMA_3_1_8B, H100_SXM_80GB, 1) == pytest.approx(floor)
     # Below the crossover extra sequences are free.
-    assert roofline_step_time_s(LLAMA_3_1_8B, H100_SXM_80GB, 256) == pytest.approx(floor)
+    assert roofline_step_cost_s(LLAMA_3_1_8B, H100_SXM_80GB, 256) == pytest.approx(floor)
 
 
 def test_roofline_counts_kv_reads():
     # 64 sequences x 1024 tokens x 131072 bytes = 8.59e9 bytes of KV cache;
     # (16.06e9 + 8.59e9) / 3.35e12 = 7.358 ms.
-    assert roofline_step_time_s(LLAMA_3_1_8B, H100_SXM_80GB, 64, 1024) == pytest.approx(7.358e-3, rel=1e-3)
+    assert roofline_step_cost_s(LLAMA_3_1_8B, H100_SXM_80GB, 64, 1024) == pytest.approx(7.358e-3, rel=1e-3)
 
 
 def test_roofline_turns_compute_bound_past_the_crossover():
     # 1000 x 2 x 8.03e9 / 989e12 = 16.24 ms > the 4.79 ms weight read.
-    assert roofline_step_time_s(LLAMA_3_1_8B, H100_SXM_80GB, 1000) == pytest.approx(16.24e-3, rel=1e-3)
+    assert roofline_step_cost_s(LLAMA_3_1_8B, H100_SXM_80GB, 1000) == pytest.approx(16.24e-3, rel=1e-3)
 
 
 @pytest.mark.parametrize(("batch", "context", "argument"), [(0, 0, "batch"), (4, -1, "context_tokens")])
 def test_roofline_rejects_bad_arguments(batch, context, argument):
     with pytest.raises(ValueError, match=f"^{argument}:"):
-        roofline_step_time_s(LLAMA_3_1_8B, H100_SXM_80GB, batch, context)
+        roofline_step_cost_s(LLAMA_3_1_8B, H100_SXM_80GB, batch, context)
 
 
 def test_model_shape_forbids_unknown_fields():

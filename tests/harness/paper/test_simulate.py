@@ -7,44 +7,44 @@ import time
 import numpy as np
 import pytest
 
-from harness.paper.simulate import SlotSpan, StepTimeModel, simulate, slot_diagram
+from harness.paper.simulate import InterpolatedStepCost, SlotSpan, simulate, slot_diagram
 from harness.paper.step_cost import LinearStepCost
 from harness.systems import SYSTEMS
 
 SEED = [100, 200, 300, 1000]
-ONE_MS = StepTimeModel.from_points({1: 0.001})
+ONE_MS = InterpolatedStepCost.from_points({1: 0.001})
 # t(b) = 1 ms + 0.5 ms * b, given by two points and extended linearly.
-AFFINE = StepTimeModel.from_points({1: 0.0015, 2: 0.002})
+AFFINE = InterpolatedStepCost.from_points({1: 0.0015, 2: 0.002})
 
 
-# --- StepTimeModel ----------------------------------------------------------------
+# --- InterpolatedStepCost ----------------------------------------------------------------
 
 
-def test_step_model_interpolates_and_extrapolates_linearly():
-    model = StepTimeModel.from_points({4: 0.016, 1: 0.010})
+def test_interpolated_step_cost_interpolates_and_extrapolates_linearly():
+    cost = InterpolatedStepCost.from_points({4: 0.016, 1: 0.010})
     # Slope (16 - 10) / (4 - 1) = 2 ms per sequence.
-    assert model.step_time(1) == pytest.approx(0.010)
-    assert model.step_time(2) == pytest.approx(0.012)
-    assert model.step_time(4) == pytest.approx(0.016)
-    assert model.step_time(8) == pytest.approx(0.016 + 4 * 0.002)
+    assert cost.decode_step_s(1) == pytest.approx(0.010)
+    assert cost.decode_step_s(2) == pytest.approx(0.012)
+    assert cost.decode_step_s(4) == pytest.approx(0.016)
+    assert cost.decode_step_s(8) == pytest.approx(0.016 + 4 * 0.002)
 
 
-def test_step_model_uses_the_segment_around_the_point():
-    model = StepTimeModel.from_points({1: 0.010, 2: 0.011, 10: 0.019, 20: 0.039})
+def test_interpolated_step_cost_uses_the_segment_around_the_point():
+    cost = InterpolatedStepCost.from_points({1: 0.010, 2: 0.011, 10: 0.019, 20: 0.039})
     # Between 2 and 10: 1 ms per sequence; beyond 20 the last segment's 2 ms per sequence.
-    assert model.step_time(6) == pytest.approx(0.015)
-    assert model.step_time(15) == pytest.approx(0.029)
-    assert model.step_time(30) == pytest.approx(0.059)
+    assert cost.decode_step_s(6) == pytest.approx(0.015)
+    assert cost.decode_step_s(15) == pytest.approx(0.029)
+    assert cost.decode_step_s(30) == pytest.approx(0.059)
 
 
-def test_step_model_single_point_is_constant():
-    assert ONE_MS.step_time(1) == ONE_MS.step_time(500) == 0.001
+def test_interpolated_step_cost_single_point_is_constant():
+    assert ONE_MS.decode_step_s(1) == ONE_MS.decode_step_s(500) == 0.001
 
 
-def test_step_model_clamps_downward_extrapolation_to_stay_positive():
-    model = StepTimeModel.from_points({2: 0.001, 4: 0.010})
+def test_interpolated_step_cost_clamps_downward_extrapolation_to_stay_positive():
+    cost = InterpolatedStepCost.from_points({2: 0.001, 4: 0.010})
     # Slope 4.5 ms per sequence would give 1 - 4.5 < 0 ms at b=1; the floor is 1% of 1 ms.
-    assert model.step_time(1) == pytest.approx(1e-5)
+    assert cost.decode_step_s(1) == pytest.approx(1e-5)
 
 
 @pytest.mark.parametrize(
@@ -58,14 +58,14 @@ def test_step_model_clamps_downward_extrapolation_to_stay_positive():
         ({1: 0.001}, -1e-6, "prefill_s_per_token"),
     ],
 )
-def test_step_model_rejects_bad_points(points, prefill, argument):
+def test_interpolated_step_cost_rejects_bad_points(points, prefill, argument):
     with pytest.raises(ValueError, match=argument):
-        StepTimeModel.from_points(points, prefill_s_per_token=prefill)
+        InterpolatedStepCost.from_points(points, prefill_s_per_token=prefill)
 
 
-def test_step_model_rejects_empty_step():
+def test_interpolated_step_cost_rejects_empty_step():
     with pytest.raises(ValueError, match="active"):
-        ONE_MS.step_time(0)
+        ONE_MS.decode_step_s(0)
 
 
 # --- The seed example: [100, 200, 300, 1000] in one batch of 4 -----------------------
@@ -157,14 +157,14 @@ def test_continuous_refills_rows_as_they_free():
 # --- Static versus naive ---------------------------------------------------------------
 
 
-def test_constant_step_time_makes_static_and_naive_equally_fast():
+def test_constant_step_cost_makes_static_and_naive_equally_fast():
     static = simulate("static", SEED * 2, 4, ONE_MS)
     naive = simulate("naive", SEED * 2, 4, ONE_MS)
     assert static.num_steps == naive.num_steps == 2000
     assert static.makespan_s == pytest.approx(naive.makespan_s)
 
 
-def test_growing_step_time_makes_static_faster_than_naive():
+def test_growing_step_cost_makes_static_faster_than_naive():
     static = simulate("static", SEED, 4, AFFINE)
     naive = simulate("naive", SEED, 4, AFFINE)
     # Static: 1000 steps x 1 ms + 0.5 ms x 1600 sequence-steps = 1.8 s.
@@ -189,10 +189,10 @@ def test_spread_lengths_order_continuous_over_static_over_naive():
     assert totals["continuous"] > totals["static"] > totals["naive"]
 
 
-@pytest.mark.parametrize("model", [ONE_MS, AFFINE])
-def test_equal_lengths_in_full_batches_make_all_systems_equal(model):
+@pytest.mark.parametrize("cost", [ONE_MS, AFFINE])
+def test_equal_lengths_in_full_batches_make_all_systems_equal(cost):
     # 12 requests of 50 tokens, B=4: three full batches of 50 steps each, every system.
-    results = [simulate(system, [50] * 12, 4, model) for system in SYSTEMS]
+    results = [simulate(system, [50] * 12, 4, cost) for system in SYSTEMS]
     for result in results:
         assert result.num_steps == 150
         assert result.useful_fraction == 1.0
@@ -212,8 +212,8 @@ def test_total_tokens_per_s_counts_prompts():
 
 
 def test_prefill_is_charged_to_the_admission_step():
-    model = StepTimeModel.from_points({1: 0.001}, prefill_s_per_token=1e-5)
-    result = simulate("continuous", [10, 10], 2, model, prompt_tokens=[1000, 1000])
+    cost = InterpolatedStepCost.from_points({1: 0.001}, prefill_s_per_token=1e-5)
+    result = simulate("continuous", [10, 10], 2, cost, prompt_tokens=[1000, 1000])
     # Step 0: 1 ms + 2000 prompt tokens x 10 us = 21 ms; then 9 plain steps of 1 ms.
     np.testing.assert_allclose(result.first_token_s, [0.021, 0.021])
     assert result.makespan_s == pytest.approx(0.030)
@@ -222,9 +222,9 @@ def test_prefill_is_charged_to_the_admission_step():
 
 
 def test_naive_prefills_padded_prompts():
-    model = StepTimeModel.from_points({1: 0.001}, prefill_s_per_token=1e-5)
-    static = simulate("static", [5, 5], 2, model, prompt_tokens=[100, 300])
-    naive = simulate("naive", [5, 5], 2, model, prompt_tokens=[100, 300])
+    cost = InterpolatedStepCost.from_points({1: 0.001}, prefill_s_per_token=1e-5)
+    static = simulate("static", [5, 5], 2, cost, prompt_tokens=[100, 300])
+    naive = simulate("naive", [5, 5], 2, cost, prompt_tokens=[100, 300])
     # Static prefills 400 real tokens (4 ms); naive pads both prompts to 300 (6 ms).
     assert static.makespan_s == pytest.approx(0.005 + 0.004)
     assert naive.makespan_s == pytest.approx(0.005 + 0.006)
@@ -253,8 +253,8 @@ def test_a_naive_row_attends_to_the_padded_context():
 
 
 def test_linear_cost_charges_sequences_and_prefill_tokens():
-    model = LinearStepCost(overhead_s=0.002, per_sequence_s=0.0005, per_prefill_token_s=1e-5, per_context_token_s=0.0)
-    result = simulate("static", [2, 2], 2, model, prompt_tokens=[50, 50])
+    cost = LinearStepCost(overhead_s=0.002, per_sequence_s=0.0005, per_prefill_token_s=1e-5, per_context_token_s=0.0)
+    result = simulate("static", [2, 2], 2, cost, prompt_tokens=[50, 50])
     # Step 0: 2 ms + 2 x 0.5 ms + 100 x 10 us = 4 ms; step 1: 3 ms.
     np.testing.assert_allclose(result.step_duration_s, [0.004, 0.003])
 
@@ -372,7 +372,7 @@ def test_slot_diagram_shows_continuous_refills():
     ],
 )
 def test_simulate_rejects_bad_arguments_naming_them(kwargs, argument):
-    arguments = {"system": "static", "output_tokens": [10, 20], "batch_size": 2, "step_model": ONE_MS, **kwargs}
+    arguments = {"system": "static", "output_tokens": [10, 20], "batch_size": 2, "step_cost": ONE_MS, **kwargs}
     with pytest.raises((TypeError, ValueError), match=f"^{argument}:") as caught:
         simulate(**arguments)
     assert "\n" not in str(caught.value)
@@ -384,10 +384,10 @@ def test_thousand_requests_simulate_well_under_a_second(system):
     """Real time: the simulator's speed on this machine, in CPU seconds, with several times the headroom it needs."""
     rng = np.random.default_rng(11)
     outputs = rng.integers(1, 1537, size=1000)
-    model = StepTimeModel.from_points({1: 0.0015, 2: 0.002}, prefill_s_per_token=1e-6)
+    cost = InterpolatedStepCost.from_points({1: 0.0015, 2: 0.002}, prefill_s_per_token=1e-6)
     # CPU time, not wall time: another process on the machine must not fail the test.
     started = time.process_time()
-    result = simulate(system, outputs, 32, model, prompt_tokens=rng.integers(1, 1024, size=1000))
+    result = simulate(system, outputs, 32, cost, prompt_tokens=rng.integers(1, 1024, size=1000))
     assert time.process_time() - started < 1.0
     assert result.useful_token_slots == int(outputs.sum())
 

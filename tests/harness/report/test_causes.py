@@ -9,7 +9,7 @@ from harness.paper.step_cost import LinearStepCost
 from harness.report.causes import GROWTH, PREFILL, SCHEDULE, cause_sentences, cause_table, keeps_small
 from harness.report.document import to_markdown
 from harness.report.facts import LevelCauses
-from harness.report.step_model import StepModelSummary
+from harness.report.step_cost_summary import StepCostSummary
 
 PROMPT_TOKENS = 16 * 512
 
@@ -39,7 +39,7 @@ def level_causes(cost: LinearStepCost) -> LevelCauses:
 
 
 def batch_growth(cost: LinearStepCost) -> float:
-    summary = StepModelSummary(server="s", runs=1, steps=1, r_squared=1.0, residual_std_s=0.0, mean_step_s=0.01,
+    summary = StepCostSummary(server="s", runs=1, steps=1, r_squared=1.0, residual_std_s=0.0, mean_step_s=0.01,
                                wave_gap_s=0.0, **cost.coefficients())
     return summary.decode_step_s(16) / summary.decode_step_s(1)
 
@@ -64,7 +64,7 @@ def test_a_steep_step_cost_is_named_with_its_factor():
     assert keeps_small(causes) == GROWTH
     text = cause_sentences(level)
     assert f"What keeps continuous/static small here: {GROWTH} (×{causes.growth_factor:.2f})." in text
-    # The figures the sentence is built from: 30 busy steps against 10, the ratio the model rebuilds.
+    # The figures the sentence is built from: 30 busy steps against 10, the ratio the step cost rebuilds.
     assert "static took 30 busy engine steps and 0.0 s idle where continuous took 10 steps and 0.0 s" in text
     assert f"makes it {causes.modelled_ratio:.2f}×" in text
 

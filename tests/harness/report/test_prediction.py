@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.paper.gpu_setups import ANYSCALE_OPT_13B_A100
 from harness.report.document import to_markdown
-from harness.report.facts import gpu_prediction
+from harness.report.facts import paper_predictions
 from harness.report.prediction import prediction_blocks
 from harness.rundir.manifest import HostInfo, RunCounts, RunManifest
 from harness.workload.spec import load_spec
@@ -24,22 +26,24 @@ def manifest(model: str, workload: str, system: str = "continuous") -> RunManife
 def test_runs_of_a_gpu_profile_get_that_setups_predictions_per_burst_workload():
     manifests = [manifest("opt-13b", "anyscale-cap32", s) for s in ("continuous", "static", "naive")]
     manifests += [manifest("opt-13b", "anyscale-cap1536"), manifest("opt-13b", "cpu-poisson")]
-    prediction = gpu_prediction(manifests)
-    assert prediction is not None
-    assert prediction.setup is ANYSCALE_OPT_13B_A100
-    assert [p.workload for p in prediction.predictions] == ["anyscale-cap32", "anyscale-cap1536"]
+    predictions = paper_predictions(manifests)
+    assert all(p.setup is ANYSCALE_OPT_13B_A100 for p in predictions)
+    assert [p.workload for p in predictions] == ["anyscale-cap32", "anyscale-cap1536"]
 
 
 def test_runs_of_a_cpu_model_get_none():
-    assert gpu_prediction([manifest("tiny", "anyscale-cap32"), manifest("my-org/model", "anyscale-cap32")]) is None
+    assert paper_predictions([manifest("tiny", "anyscale-cap32"), manifest("my-org/model", "anyscale-cap32")]) == ()
 
 
 def test_the_report_blocks_state_every_assumption():
-    prediction = gpu_prediction([manifest("opt-13b", "anyscale-cap128")])
-    assert prediction is not None
-    text = to_markdown(prediction_blocks(prediction.setup, prediction.predictions))
+    text = to_markdown(prediction_blocks(paper_predictions([manifest("opt-13b", "anyscale-cap128")])))
     assert "| anyscale-cap128 | 12 | 3,967 | 3,592 | 1.10x (+10.4%) |" in text
     for stated in ("Bandwidth 1.555 TB/s", "peak 312 TFLOP/s", "Efficiency 0.52", "Megatron-LM",
                    "Overhead 14.0 ms", "time.sleep(0.01)", "KV allowance 12.88 GB = 15,728 tokens", "SOSP'23",
                    "anyscale-cap128: 7,500", "Prefill/decode mix per step", "recompute", "a burst"):
         assert stated in text, stated
+
+
+def test_the_report_blocks_need_predictions_of_one_setup():
+    with pytest.raises(ValueError, match="predictions"):
+        prediction_blocks([])

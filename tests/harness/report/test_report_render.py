@@ -17,7 +17,7 @@ from harness.analysis.gap import GapEntry, gap_table, predict_for_run
 from harness.analysis.metrics import metrics_for_run
 from harness.errors import UsageError
 from harness.gpu_telemetry import GpuSample, write_gpu_table
-from harness.paper.simulate import StepTimeModel, simulate
+from harness.paper.simulate import InterpolatedStepCost, simulate
 from harness.report import ReportRun, write_report
 from harness.report.document import to_markdown
 from harness.report.gpu import gpu_section
@@ -28,17 +28,17 @@ from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 T0 = 1000.0
 PROMPT = 6
 STEP_S = 0.01  # every decode step 10 ms whatever the batch, so static and naive tie
-STEPS = StepTimeModel.from_points({1: STEP_S})
+STEPS = InterpolatedStepCost.from_points({1: STEP_S})
 HOST = HostInfo(hostname="bench-1", cpu="Test CPU", cores=2, memory_gib=8.0, python="3.12", platform="Linux")
 
 
-def write_run(root, name, system, workload, outputs, B, step_model=STEPS):
+def write_run(root, name, system, workload, outputs, B, step_cost=STEPS):
     """A finished run dir whose timings follow the simulated schedule exactly.
 
     Token k of request i arrives at the end of step admit_i + k; every request is sent
     at T0; telemetry polls once per step with the step's active count.
     """
-    schedule = simulate(system, np.array(outputs), B, step_model)
+    schedule = simulate(system, np.array(outputs), B, step_cost)
     step_end = T0 + np.cumsum(schedule.step_duration_s)
     records, tokens = [], []
     for i, planned in enumerate(outputs):
@@ -87,7 +87,7 @@ SEED_WORKLOAD = {"name": "seed", "num_requests": 4, "prompt_tokens": {"kind": "f
 # cap 4, B=2: static/naive run [1,4] then [2,4]: 8 steps; continuous r0 -> r2 -> r3 beside r1: 7 steps.
 # cap 8, B=2: static/naive [2,8] then [8,2]: 16 steps; continuous: 10 steps.
 OUTPUTS = {4: [1, 4, 2, 4], 8: [2, 8, 8, 2]}
-STEP_MODEL = {
+STEP_COST = {
     "server": "continuous server pid 1 started t0", "runs": 3, "steps": 1200, "r_squared": 0.95,
     "residual_std_s": 0.001, "mean_step_s": 0.012, "overhead_s": 0.010, "per_sequence_s": 0.0005,
     "per_prefill_token_s": 5e-5, "per_context_token_s": 0.0, "wave_gap_s": 0.03,
@@ -100,15 +100,15 @@ def sweep(tmp_path_factory):
     dirs = [write_run(root, f"{system}-cap{cap}", system, cap_workload(cap), outputs, 2)
             for cap, outputs in OUTPUTS.items() for system in ("continuous", "static", "naive")]
     dirs.append(write_run(root, "static-seed", "static", SEED_WORKLOAD, [100, 200, 300, 1000], 4,
-                          StepTimeModel.from_points({1: 0.001})))
+                          InterpolatedStepCost.from_points({1: 0.001})))
     runs = []
     for path in dirs:
         data = load_run(path)
-        step_model = STEPS if "cap" in path.name else StepTimeModel.from_points({1: 0.001})
-        predicted = predict_for_run(data.plan["requests"], data.manifest.batch_size, data.manifest.system, step_model)
+        step_cost = STEPS if "cap" in path.name else InterpolatedStepCost.from_points({1: 0.001})
+        predicted = predict_for_run(data.plan["requests"], data.manifest.batch_size, data.manifest.system, step_cost)
         runs.append(ReportRun(GapEntry.from_run(data, metrics_for_run(data), predicted), data))
     table = gap_table([run.entry for run in runs])
-    extras = {"caveats": ["Tiny synthetic runs."], "step_models": [STEP_MODEL]}
+    extras = {"caveats": ["Tiny synthetic runs."], "step_costs": [STEP_COST]}
     paths = write_report(runs, table, tmp_path_factory.mktemp("report"), extras)
     return runs, table, paths
 
@@ -161,7 +161,7 @@ def test_report_sections_carry_the_numbers(sweep):
     assert "40% of slot-time useful (static-seed, B=4)" in page
     assert "OPT-13B on A100 40GB" in page
     assert "Tiny synthetic runs." in page
-    # The step model: 10 ms + 0.5 ms per sequence, so 16 sequences cost 18 / 10.5 = 1.7x one.
+    # The step cost: 10 ms + 0.5 ms per sequence, so 16 sequences cost 18 / 10.5 = 1.7x one.
     assert "costs 1.7x one of 1" in page
     assert "Source: fitted on the engines" in page
     assert "<td>continuous server pid 1 started t0</td><td>3</td><td>1,200</td><td>10.0</td><td>500.0</td>" in page
@@ -174,7 +174,7 @@ def test_without_gpu_telemetry_the_gpu_section_is_one_line(sweep):
     assert section == "No GPU telemetry: recorded before batchbench read GPUs."
 
 
-def test_no_gpu_prediction_for_runs_of_a_cpu_model(sweep):
+def test_no_paper_prediction_for_runs_of_a_cpu_model(sweep):
     _, _, paths = sweep
     assert "Predicted on paper" not in paths.markdown.read_text()
 
@@ -194,7 +194,7 @@ def test_summary_json(sweep):
     assert seed["metrics"]["useful_slot_time_fraction"] == pytest.approx(1596 / 4000)
     assert seed["predicted"]["useful_fraction"] == pytest.approx(0.4)
     assert "PASS: each system within 10% of its prediction (7 runs; worst" in " ".join(summary["acceptance"])
-    assert summary["step_models"] == [STEP_MODEL]
+    assert summary["step_models"] == [STEP_COST]
     # Runs recorded before GPU telemetry: no GPU figures, and the one line saying why.
     assert seed["metrics"]["gpu"] is None
     assert seed["gpu_telemetry"] == "no GPU telemetry: recorded before batchbench read GPUs"

@@ -1,4 +1,4 @@
-"""Fit the step-cost model on the engine's own step log (steps.parquet).
+"""Fit the step cost on the engine's own step log (steps.parquet).
 
 Pure: steps tables in, constants out. What is fitted:
 - A step's cost is the time from its start to the start of the next step, taken only
@@ -13,7 +13,7 @@ Pure: steps tables in, constants out. What is fitted:
   between waves, fitted separately as `mean_idle_gap`.
 - The cost is linear with non-negative coefficients (step_cost.LinearStepCost),
   by least squares (scipy.optimize.nnls): least squares estimates the mean cost,
-  and sums of steps (makespans) are what the model must predict.
+  and sums of steps (makespans) are what the fit must predict.
 """
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ class StepSample:
 
 
 @dataclass(frozen=True)
-class StepFit:
+class StepCostFit:
     """The fitted cost and how well it explains the steps it was fitted on.
 
     r_squared is over single steps; residual_std_s is the spread of a single step's
-    cost around the model; mean_step_s sets it in scale. relative_sum_error is
+    cost around the fit; mean_step_s sets it in scale. relative_sum_error is
     (predicted - measured) / measured of the summed cost of all the steps: what a
     makespan would see.
     """
@@ -96,28 +96,28 @@ def mean_idle_gap(tables: Sequence[pd.DataFrame]) -> float:
     return float(gaps.mean()) if gaps.size else 0.0
 
 
-class StepFitError(ValueError):
+class StepCostFitError(ValueError):
     """The steps given cannot fit a step cost: too few, or no decode cost in them."""
 
 
-def fit_step_cost(sample: StepSample) -> StepFit:
+def fit_step_cost(sample: StepSample) -> StepCostFit:
     """Least squares with non-negative coefficients of step seconds on the step features.
 
-    StepFitError when there are too few busy steps, or when the fit gives a decode step no
-    cost at all (a few steps whose times the prompt and context features absorb): a model
+    StepCostFitError when there are too few busy steps, or when the fit gives a decode step no
+    cost at all (a few steps whose times the prompt and context features absorb): a step cost
     that prices decoding at zero would predict nonsense, so there is none.
     """
     if len(sample) < len(_FEATURES) + 1:
-        raise StepFitError(f"step fit: {len(sample)} busy steps, need at least {len(_FEATURES) + 1}")
+        raise StepCostFitError(f"step cost fit: {len(sample)} busy steps, need at least {len(_FEATURES) + 1}")
     coefficients, _ = nnls(_design(sample), sample.seconds)
     try:
         cost = LinearStepCost(*(float(c) for c in coefficients))
     except ValueError as exc:
-        raise StepFitError(f"step fit on {len(sample)} busy steps: {exc}") from None
+        raise StepCostFitError(f"step cost fit on {len(sample)} busy steps: {exc}") from None
     predicted = modelled_seconds(cost, sample)
     residual = sample.seconds - predicted
     total = float(np.sum((sample.seconds - sample.seconds.mean()) ** 2))
-    return StepFit(
+    return StepCostFit(
         cost=cost,
         steps=len(sample),
         r_squared=1.0 - float(np.sum(residual**2)) / total if total > 0 else math.nan,

@@ -1,21 +1,21 @@
-"""How well the engine-fitted step model predicts each system's throughput.
+"""How well the engine-fitted step cost predicts each system's throughput.
 
 Takes a reproduction directory (its runs/ folder, or the runs themselves), fits one
-step-cost model per server on the engines' own steps (harness.analysis.step_predict),
-and predicts every run held out: from a model fitted on the server's other cells.
+step cost per server on the engines' own steps (harness.analysis.step_predict),
+and predicts every run held out: from a step cost fitted on the server's other cells.
 Per (system, cap) it prints the median over repetitions of the measured total tok/s
 ((prompt + useful tokens) / makespan, the report's headline quantity), both as the
 client measured it and over the engine's own window, the prediction, and the error
-measured / predicted - 1. The in-sample prediction (model fitted on every run of the
+measured / predicted - 1. The in-sample prediction (step cost fitted on every run of the
 server, this cell's included) is printed beside it, to show how much holding out
 costs, and the share of the engine's window in which a batch slot was free while a
 request the client had sent had not reached the engine
-(engine.front_end_starved_share), which no step model can predict. The
+(engine.front_end_starved_share), which no step cost can predict. The
 issue-7 target: |error| <= 10% everywhere.
 
-    .venv/bin/python benchmarks/step_model_accuracy.py REPRODUCTION_DIR [--out FILE]
+    .venv/bin/python benchmarks/step_cost_accuracy.py REPRODUCTION_DIR [--out FILE]
 
-Writes benchmarks/results/step_model_accuracy.json (or --out) and prints the table.
+Writes benchmarks/results/step_cost_accuracy.json (or --out) and prints the table.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from harness.analysis.engine import engine_metrics, front_end_starved_share
 from harness.analysis.gap import predict_for_run, spread_level
 from harness.analysis.metrics import metrics_for_run
-from harness.analysis.step_predict import predict_held_out, server_key, server_models
+from harness.analysis.step_predict import predict_held_out, server_key, server_step_costs
 from harness.rundir.reader import RunData, load_run
 from harness.rundir.records import MANIFEST_FILE
 
@@ -46,7 +46,7 @@ def run_dirs(reproduction: Path) -> list[Path]:
 def per_run(runs: list[RunData]) -> list[dict]:
     """Measured (client and engine) and predicted total tok/s of every run."""
     held_out = predict_held_out(runs)
-    in_sample = {model.server: model for model in server_models(runs)}
+    in_sample = {step_cost.server: step_cost for step_cost in server_step_costs(runs)}
     rows = []
     for run in runs:
         fitted = held_out.get(run.manifest.run_id)
@@ -56,9 +56,9 @@ def per_run(runs: list[RunData]) -> list[dict]:
             continue
         metrics = metrics_for_run(run)
         engine = engine_metrics(run.steps, run.manifest.batch_size)
-        model = in_sample[server_key(run)]
+        step_cost = in_sample[server_key(run)]
         own = predict_for_run(run.plan["requests"], run.manifest.batch_size, run.manifest.system,
-                              model.fit.cost, wave_gap_s=model.wave_gap_s)
+                              step_cost.fit.cost, wave_gap_s=step_cost.wave_gap_s)
         if own is None:  # not replayable; cannot happen where the held-out prediction exists
             continue
         rows.append({
@@ -104,20 +104,20 @@ def per_cell(rows: list[dict]) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reproduction", type=Path, help="a reproduction's report directory, or its runs/ directory")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "step_model_accuracy.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "step_cost_accuracy.json")
     args = parser.parse_args()
     runs = [load_run(path) for path in run_dirs(args.reproduction)]
     rows = per_run(runs)
     cells = per_cell(rows)
-    models = [{"server": m.server, "runs": len(m.fitted_on), "wave_gap_s": m.wave_gap_s,
-               **asdict(m.fit)} for m in server_models(runs)]
-    for model in models:
-        cost = model["cost"]
-        print(f"{model['server']}: {model['runs']} runs, {model['steps']} steps, R2 {model['r_squared']:.3f}, "
-              f"residual sd {model['residual_std_s'] * 1e3:.2f} ms (mean step {model['mean_step_s'] * 1e3:.2f} ms); "
+    step_costs = [{"server": m.server, "runs": len(m.fitted_on), "wave_gap_s": m.wave_gap_s,
+                   **asdict(m.fit)} for m in server_step_costs(runs)]
+    for fitted in step_costs:
+        cost = fitted["cost"]
+        print(f"{fitted['server']}: {fitted['runs']} runs, {fitted['steps']} steps, R2 {fitted['r_squared']:.3f}, "
+              f"residual sd {fitted['residual_std_s'] * 1e3:.2f} ms (mean step {fitted['mean_step_s'] * 1e3:.2f} ms); "
               f"{cost['overhead_s'] * 1e3:.3f} ms + {cost['per_sequence_s'] * 1e6:.1f} us/seq + "
               f"{cost['per_prefill_token_s'] * 1e6:.2f} us/prefill token + "
-              f"{cost['per_context_token_s'] * 1e9:.1f} ns/context token; wave gap {model['wave_gap_s'] * 1e3:.1f} ms")
+              f"{cost['per_context_token_s'] * 1e9:.1f} ns/context token; wave gap {fitted['wave_gap_s'] * 1e3:.1f} ms")
     print(f"\n{'system':10s} {'cap':>5s} {'client':>8s} {'engine':>8s} {'pred':>8s} {'err(cl)':>8s} {'err(eng)':>8s}"
           f" {'in-sample':>9s} {'starved':>7s}  per-run engine errors")
     for cell in cells:
@@ -130,7 +130,7 @@ def main() -> None:
     within = sum(abs(c["engine_error"]) <= TARGET for c in cells)
     print(f"\n{within} of {len(cells)} cells within {TARGET:.0%} (engine-side, held out)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"reproduction": str(args.reproduction), "target": TARGET, "models": models,
+    args.out.write_text(json.dumps({"reproduction": str(args.reproduction), "target": TARGET, "models": step_costs,
                                     "cells": cells, "runs": rows}, indent=2) + "\n")
 
 

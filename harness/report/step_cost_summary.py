@@ -1,7 +1,7 @@
-"""The step-cost models behind the report's predictions, as the report states them.
+"""The fitted step costs behind the report's predictions, as the report states them.
 
 One summary per server: the constants fitted on its engine steps
-(harness.analysis.step_predict.server_models), how well they fit, and the client's
+(harness.analysis.step_predict.server_step_costs), how well they fit, and the client's
 turnaround between naive waves.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.analysis.step_predict import ServerStepModel
+from harness.analysis.step_predict import ServerStepCost
 from harness.paper.step_cost import LinearStepCost
 
 # The context per sequence at which the report quotes a decode step when the runs have
@@ -18,16 +18,16 @@ from harness.paper.step_cost import LinearStepCost
 QUOTED_CONTEXT_PER_SEQUENCE = 128
 
 
-class StepModelSummary(BaseModel):
-    """One server's fitted step-cost model."""
+class StepCostSummary(BaseModel):
+    """One server's fitted step cost."""
 
     model_config = ConfigDict(extra="forbid")
 
     server: str = Field(description="which server (mode, pid, start time)")
     runs: int = Field(description="runs of that server the constants were fitted on")
     steps: int = Field(description="busy engine steps fitted")
-    r_squared: float = Field(description="share of the variance of single step costs the model explains")
-    residual_std_s: float = Field(description="spread of a single step's cost around the model")
+    r_squared: float = Field(description="share of the variance of single step costs the fit explains")
+    residual_std_s: float = Field(description="spread of a single step's cost around the fit")
     mean_step_s: float = Field(description="mean cost of a fitted step")
     overhead_s: float = Field(description="seconds per step")
     per_sequence_s: float = Field(description="seconds per sequence in the step")
@@ -38,17 +38,17 @@ class StepModelSummary(BaseModel):
     )
 
     @classmethod
-    def of(cls, model: ServerStepModel) -> StepModelSummary:
-        """Summarise a fitted server model."""
-        fit = model.fit
+    def of(cls, step_cost: ServerStepCost) -> StepCostSummary:
+        """Summarise one server's fitted step cost."""
+        fit = step_cost.fit
         return cls(
-            server=model.server,
-            runs=len(model.fitted_on),
+            server=step_cost.server,
+            runs=len(step_cost.fitted_on),
             steps=fit.steps,
             r_squared=fit.r_squared,
             residual_std_s=fit.residual_std_s,
             mean_step_s=fit.mean_step_s,
-            wave_gap_s=model.wave_gap_s,
+            wave_gap_s=step_cost.wave_gap_s,
             **fit.cost.coefficients(),
         )
 

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.engine import engine_metrics
-from harness.analysis.step_fit import (
-    StepFitError,
+from harness.analysis.step_cost_fit import (
+    StepCostFitError,
     StepSample,
     busy_steps,
     fit_step_cost,
@@ -68,7 +68,7 @@ def test_fit_recovers_coefficients_through_noise_and_reports_it():
     assert fit.cost.per_prefill_token_s == pytest.approx(TRUE.per_prefill_token_s, rel=0.05)
     assert fit.cost.per_context_token_s == pytest.approx(TRUE.per_context_token_s, rel=0.05)
     assert fit.residual_std_s == pytest.approx(0.0005, rel=0.05)
-    # R² is the share of the variance the model explains: all but the noise's.
+    # R² is the share of the variance the fit explains: all but the noise's.
     assert fit.r_squared == pytest.approx(1 - 0.0005**2 / sample.seconds.var(), abs=1e-3)
     assert abs(fit.relative_sum_error) < 1e-9  # least squares with an intercept: sums match
 
@@ -104,7 +104,7 @@ def test_cycles_are_taken_in_time_order():
 
 
 def test_fit_refuses_too_few_steps():
-    with pytest.raises(StepFitError, match="busy steps"):
+    with pytest.raises(StepCostFitError, match="busy steps"):
         fit_step_cost(StepSample.concat([busy_steps(synthetic(TRUE, n=3))]))
 
 
@@ -114,12 +114,12 @@ def test_fit_refuses_steps_that_leave_decoding_free():
         running=np.full(6, 4), prefill_tokens=np.zeros(6), context_tokens=np.arange(10, 70, 10),
         seconds=np.arange(0.001, 0.0065, 0.001),
     )
-    with pytest.raises(StepFitError, match="both zero"):
+    with pytest.raises(StepCostFitError, match="both zero"):
         fit_step_cost(sample)
 
 
 def test_real_engine_steps_fitted_at_small_batches_predict_batch_16():
-    # Fitted on closed loops of 1, 2, 4 and 8 sequences only, the model extrapolates to
+    # Fitted on closed loops of 1, 2, 4 and 8 sequences only, the fit extrapolates to
     # 16 sequences side by side (2 x 16 requests of 64 + 128 tokens) on the same server.
     tables = [pd.read_parquet(FIXTURES / f"calibrate-b{b}-r1.parquet") for b in (1, 2, 4, 8)]
     fit = fit_step_cost(StepSample.concat([busy_steps(table) for table in tables]))
