@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--workload", default="cpu-fixed-closed16")
     args = parser.parse_args()
-    # Ctrl-C stops the trial under way and unwinds: its servers stop, saved results stay.
+    # Ctrl-C stops the repetition under way and unwinds: its servers stop, saved results stay.
     interrupt_main_on_signals()
     # The server's start-up lines (the launchers' progress), on stderr as in the CLI.
     logging.basicConfig(format="%(message)s")

@@ -1,11 +1,11 @@
 """`batchbench gate`: is a candidate's throughput a regression against a baseline?
 
 The candidate is a run, a reproduce or a nightly directory. The baseline is a pinned
-result directory (--baseline) or, by default, the last K accepted nightly batches of
+result directory (--baseline) or, by default, the last K accepted nights of
 each configuration in the results history, from the same machine and server version
 (unless --pool-hardware / --pool-servers). Exit 0 pass, 1 regression, 3
 inconclusive, 2 bad input. This command judges stored results; `batchbench nightly`,
-which launches the server, adds trials to an inconclusive configuration by itself.
+which launches the server, adds repetitions to an inconclusive configuration by itself.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.gate.baselines import BASELINE_BATCHES
+from harness.gate.baselines import BASELINE_NIGHTS
 from harness.gate.compare import METRIC_CHOICES
 from harness.gate.statistics import DEFAULT_RULE, GateRule
 from harness.gate_publish import GateDestinations
@@ -34,9 +34,9 @@ def add_parser(subparsers) -> None:
                                    " or inconclusive (exit 0, 1, 3)")
     parser.add_argument("candidate", type=Path, help="a run, reproduce or nightly directory")
     parser.add_argument("--baseline", type=Path, help="a pinned baseline directory (default: the history's last"
-                        " accepted nightly batches)")
-    parser.add_argument("--last", type=int, default=BASELINE_BATCHES, help="baseline from history: the last K"
-                        f" accepted batches (default {BASELINE_BATCHES})")
+                        " accepted nights)")
+    parser.add_argument("--last", type=int, default=BASELINE_NIGHTS, help="baseline from history: the last K"
+                        f" accepted nights (default {BASELINE_NIGHTS})")
     parser.add_argument("--threshold", type=float, default=DEFAULT_RULE.threshold, help="smallest drop called a"
                         f" regression (default {DEFAULT_RULE.threshold:g}; widened to 3x the baseline's between-night"
                         " noise)")
@@ -46,7 +46,7 @@ def add_parser(subparsers) -> None:
                         " candidate slower than the baseline lowered by this share (default"
                         f" {DEFAULT_RULE.margin:g}), not merely slower")
     parser.add_argument("--metric", choices=METRIC_CHOICES, default="auto", help="figure compared (default auto: the"
-                        " engine's total tok/s when every trial has it, else the client's)")
+                        " engine's total tok/s when every repetition has it, else the client's)")
     parser.add_argument("--pool-hardware", action="store_true", help="baseline from any machine, not only the"
                         " candidate's")
     parser.add_argument("--pool-servers", action="store_true", help="baseline from any server version, not only the"
@@ -65,13 +65,13 @@ def run(args: argparse.Namespace) -> int:
     from harness.gate.compare import gate
     from harness.gate_publish import publish
     from harness.history import HistoryStore
-    from harness.history.from_dir import trials_from_dir
+    from harness.history.from_dir import repetitions_from_dir
 
     settings = Settings.from_env()
     rule = GateRule(threshold=args.threshold, alpha=args.alpha, margin=args.margin)
-    candidate = trials_from_dir(args.candidate)
+    candidate = repetitions_from_dir(args.candidate)
     if args.baseline is not None:
-        baselines = from_directory(trials_from_dir(args.baseline), f"pinned {args.baseline}")
+        baselines = from_directory(repetitions_from_dir(args.baseline), f"pinned {args.baseline}")
     else:
         store = HistoryStore(args.history or settings.history_path)
         baselines = from_history(store, candidate, args.last, args.pool_hardware, args.pool_servers)

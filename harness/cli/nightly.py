@@ -1,7 +1,7 @@
 """`batchbench nightly --suite FILE`: a night's runs, appended to the history, gated, trended.
 
 Exit 0 when every configuration passes (or starts its baseline), 1 on a regression,
-3 when a configuration stays inconclusive after the suite's extra trials, 2 on bad
+3 when a configuration stays inconclusive after the suite's extra repetitions, 2 on bad
 input. See harness.nightly.night for what a night does, in order.
 """
 
@@ -56,13 +56,14 @@ def run(args: argparse.Namespace) -> int:
     night = run_night(loaded, out, store, args.accept, cluster)
     history = {}
     for config in night.result.configs:
-        tonight = next(row for row in night.trials if row.config_key == config.config_key)
+        tonight = next(row for row in night.repetitions if row.config_key == config.config_key)
         history[config.config_key] = store.comparable(config.config_key, hardware_key=tonight.hardware_key,
                                                       server=tonight.server)
     _, page, _ = write_blocks(trend_blocks(loaded.suite.name, night.result, history), out,
                               f"Nightly trend: {loaded.suite.name}", "trend")
     publish(night.result, destinations(args, settings))
     logger.info(
-        f"{len(night.trials)} trials ({night.extra_rounds} extra rounds) appended to {store.path}; trend: {page}"
+        f"{len(night.repetitions)} repetitions ({night.extra_repetitions} extra) appended to {store.path};"
+        f" trend: {page}"
     )
     return night.result.exit_code

@@ -1,9 +1,9 @@
 """The regression gate: pure functions deciding pass, regression or inconclusive.
 
-`statistics` judges a candidate's trials against a baseline's (decide -> Verdict);
-`power` measures, on simulated or resampled trials, how often that rule calls each outcome;
+`statistics` judges a candidate's repetitions against a baseline's (decide -> Verdict);
+`power` measures, on simulated or resampled repetitions, how often that rule calls each outcome;
 `compare` judges every configuration of a candidate; `baselines` picks each one's baseline
-sample, from pinned trials or from the HistoryStore it is handed; `output` formats the
+sample, from pinned repetitions or from the HistoryStore it is handed; `output` formats the
 verdict. Nothing here opens a file: the candidate comes from harness.history.from_dir,
 and harness.gate_publish writes the verdict out.
 """

@@ -1,19 +1,19 @@
-"""The gate over many configurations: group trials by configuration, judge each, add up.
+"""The gate over many configurations: group repetitions by configuration, judge each, add up.
 
-A candidate (a run, a reproduce or a nightly result) holds trials of one or more
-configurations (TrialRow.config_key). Each is judged against its baseline sample by
+A candidate (a run, a reproduce or a nightly result) holds repetitions of one or more
+configurations (RepetitionRow.config_key). Each is judged against its baseline sample by
 `harness.gate.statistics.decide`; the gate's outcome is the worst of them: any
-regression, else any inconclusive, else pass. Pure: the trials come in as rows.
+regression, else any inconclusive, else pass. Pure: the repetitions come in as rows.
 
-Trials with an UNSTABLE health verdict are set aside, on either side, and named in the
+Repetitions with an UNSTABLE health verdict are set aside, on either side, and named in the
 reasons: they are not measurements. The gate judges the rest, so a configuration left
-with too few is inconclusive, and more trials (`nightly` adds them) can settle it; one
-disturbed trial does not block a night. Failed requests are a fault of the server, not
+with too few is inconclusive, and more repetitions (`nightly` adds them) can settle it; one
+disturbed repetition does not block a night. Failed requests are a fault of the server, not
 noise: any makes the configuration inconclusive, with the count in the reasons.
 
 The figure compared is throughput, tok/s, higher is better. By default the engine's
 own (engine_total_tok_s: measured at the source, without the client's network and
-streaming) when every trial on both sides has it, else Anyscale's total tok/s over the
+streaming) when every repetition on both sides has it, else Anyscale's total tok/s over the
 client's makespan; the output says which.
 """
 
@@ -26,7 +26,7 @@ from typing import Literal
 
 from harness.analysis.stats import Estimate, median_ci
 from harness.gate.statistics import GateRule, Outcome, Verdict, between_night_noise, decide
-from harness.history.rows import TrialRow
+from harness.history.rows import RepetitionRow
 
 MetricChoice = Literal["auto", "engine_total_tok_s", "total_tok_s", "output_tok_s"]
 METRIC_CHOICES: tuple[MetricChoice, ...] = ("auto", "engine_total_tok_s", "total_tok_s", "output_tok_s")
@@ -35,14 +35,14 @@ EXIT_CODES: dict[Outcome, int] = {"pass": 0, "regression": 1, "inconclusive": 3}
 
 @dataclass(frozen=True)
 class BaselineSample:
-    """A configuration's baseline: its trials night by night (one night for a pinned result)."""
+    """A configuration's baseline: its repetitions night by night (one night for a pinned result)."""
 
-    nights: tuple[tuple[TrialRow, ...], ...]
+    nights: tuple[tuple[RepetitionRow, ...], ...]
     # Where it came from, for the output: "pinned <dir>" or "last 7 accepted nights".
     description: str
 
     @property
-    def trials(self) -> tuple[TrialRow, ...]:
+    def repetitions(self) -> tuple[RepetitionRow, ...]:
         return tuple(row for night in self.nights for row in night)
 
 
@@ -82,20 +82,20 @@ class GateResult:
         return EXIT_CODES[self.outcome]
 
 
-def group_by_config(rows: Sequence[TrialRow]) -> dict[str, list[TrialRow]]:
-    """Trials grouped by configuration, in first-seen order."""
-    groups: dict[str, list[TrialRow]] = {}
+def group_by_config(rows: Sequence[RepetitionRow]) -> dict[str, list[RepetitionRow]]:
+    """Repetitions grouped by configuration, in first-seen order."""
+    groups: dict[str, list[RepetitionRow]] = {}
     for row in rows:
         groups.setdefault(row.config_key, []).append(row)
     return groups
 
 
-def label(row: TrialRow) -> str:
+def label(row: RepetitionRow) -> str:
     """A configuration as people name it: workload, system, B and model."""
     return f"{row.workload} {row.system} B={row.batch_size} {row.model}"
 
 
-def choose_metric(requested: MetricChoice, rows: Sequence[TrialRow]) -> str:
+def choose_metric(requested: MetricChoice, rows: Sequence[RepetitionRow]) -> str:
     """The figure to compare: the engine's when `auto` and every row has one, else total tok/s."""
     if requested != "auto":
         return requested
@@ -103,22 +103,22 @@ def choose_metric(requested: MetricChoice, rows: Sequence[TrialRow]) -> str:
 
 
 def judge_config(
-    candidate: Sequence[TrialRow],
+    candidate: Sequence[RepetitionRow],
     baseline: BaselineSample | None,
     rule: GateRule,
     metric: MetricChoice = "auto",
     first_night_passes: bool = False,
 ) -> ConfigVerdict:
-    """One configuration's verdict: its candidate trials against its baseline sample.
+    """One configuration's verdict: its candidate repetitions against its baseline sample.
 
     No baseline: inconclusive, or, with `first_night_passes` (a nightly's first night of
     a configuration), a pass that starts the baseline.
     """
     head = candidate[0]
-    chosen = choose_metric(metric, [*candidate, *(baseline.trials if baseline else ())])
+    chosen = choose_metric(metric, [*candidate, *(baseline.repetitions if baseline else ())])
     usable, set_aside = _usable(candidate, "candidate")
     values = _values(usable, chosen)
-    estimate = median_ci(values) if values else Estimate(math.nan, math.nan, math.nan, 0, "no trial measured")
+    estimate = median_ci(values) if values else Estimate(math.nan, math.nan, math.nan, 0, "no repetition measured")
     base_description = baseline.description if baseline else "none"
 
     def result(outcome: Outcome, reasons: Sequence[str], base: Estimate | None = None,
@@ -126,28 +126,28 @@ def judge_config(
         return ConfigVerdict(head.config_key, label(head), chosen, estimate, base, verdict, outcome,
                              tuple(reasons), base_description)
 
-    if baseline is None or not baseline.trials:
+    if baseline is None or not baseline.repetitions:
         failed = _failed(candidate, "candidate")
-        if first_night_passes and len(values) >= rule.min_trials and not failed:
+        if first_night_passes and len(values) >= rule.min_repetitions and not failed:
             return result("pass", ["first night of this configuration on this machine and server: it starts the"
                                    " baseline", *set_aside])
-        short = failed if first_night_passes else ["no baseline trials of this configuration"]
-        if len(values) < rule.min_trials:
-            short.append(f"{len(values)} usable candidate trials, fewer than {rule.min_trials}")
+        short = failed if first_night_passes else ["no baseline repetitions of this configuration"]
+        if len(values) < rule.min_repetitions:
+            short.append(f"{len(values)} usable candidate repetitions, fewer than {rule.min_repetitions}")
         return result("inconclusive", [*short, *set_aside])
     nights = [_values(_usable(night, "baseline")[0], chosen) for night in baseline.nights]
     base_values = [value for night in nights for value in night]
-    base_aside = _usable(baseline.trials, "baseline")[1]
+    base_aside = _usable(baseline.repetitions, "baseline")[1]
     if not values or not base_values:
         side = "candidate" if not values else "baseline"
-        return result("inconclusive", [f"no usable {side} trial measured {chosen}", *set_aside, *base_aside])
+        return result("inconclusive", [f"no usable {side} repetition measured {chosen}", *set_aside, *base_aside])
     verdict = decide(base_values, values, rule, between_night_noise([night for night in nights if night]),
-                     problems=_failed(candidate, "candidate") + _failed(baseline.trials, "baseline"))
+                     problems=_failed(candidate, "candidate") + _failed(baseline.repetitions, "baseline"))
     return result(verdict.outcome, [*verdict.reasons, *set_aside, *base_aside], median_ci(base_values), verdict)
 
 
 def gate(
-    candidate: Sequence[TrialRow],
+    candidate: Sequence[RepetitionRow],
     baselines: Mapping[str, BaselineSample],
     rule: GateRule,
     metric: MetricChoice = "auto",
@@ -161,27 +161,27 @@ def gate(
     return GateResult(configs, rule)
 
 
-def _value(row: TrialRow, metric: str) -> float | None:
+def _value(row: RepetitionRow, metric: str) -> float | None:
     value = getattr(row, metric)
     return float(value) if value is not None and math.isfinite(value) and value > 0 else None
 
 
-def _values(rows: Sequence[TrialRow], metric: str) -> list[float]:
+def _values(rows: Sequence[RepetitionRow], metric: str) -> list[float]:
     return [value for value in (_value(row, metric) for row in rows) if value is not None]
 
 
-def _usable(rows: Sequence[TrialRow], side: str) -> tuple[list[TrialRow], list[str]]:
-    """The STABLE trials, and why the others were set aside."""
+def _usable(rows: Sequence[RepetitionRow], side: str) -> tuple[list[RepetitionRow], list[str]]:
+    """The STABLE repetitions, and why the others were set aside."""
     unstable = [row for row in rows if not row.stable]
     if not unstable:
         return list(rows), []
     why = f" ({unstable[0].health_reasons[0]})" if unstable[0].health_reasons else ""
-    return [row for row in rows if row.stable], [f"{len(unstable)} {side} trials set aside: UNSTABLE{why}"]
+    return [row for row in rows if row.stable], [f"{len(unstable)} {side} repetitions set aside: UNSTABLE{why}"]
 
 
-def _failed(rows: Sequence[TrialRow], side: str) -> list[str]:
+def _failed(rows: Sequence[RepetitionRow], side: str) -> list[str]:
     """A reason when any of `rows` had failed requests."""
     failed = [row for row in rows if row.errors]
     if not failed:
         return []
-    return [f"{len(failed)} {side} trials had {sum(row.errors for row in failed)} failed requests"]
+    return [f"{len(failed)} {side} repetitions had {sum(row.errors for row in failed)} failed requests"]

@@ -1,6 +1,6 @@
 """The regression gate's decision: is a candidate's throughput a regression? Pure, no I/O.
 
-Inputs are throughputs (tok/s, higher is better), one per trial: the baseline's (the
+Inputs are throughputs (tok/s, higher is better), one per repetition: the baseline's (the
 last accepted nights, pooled) and the candidate's. The answer has three outcomes, as
 Chromium's Pinpoint does: **regression**, **pass**, or **inconclusive** (measure again).
 
@@ -10,29 +10,29 @@ The rule: a regression only when the median ratio candidate/baseline is below
 - The ratio is median(candidate) / median(baseline), with the two-sample bootstrap
   percentile interval of `harness.analysis.stats.unpaired_ratio_ci` (a percentile
   interval of the ratio is the exponentiated interval of the log ratio). Medians,
-  because one disturbed trial on a shared VM must not move the figure.
+  because one disturbed repetition on a shared VM must not move the figure.
 - The test is a one-sided Mann-Whitney U (`scipy.stats.mannwhitneyu`,
-  alternative="less": the candidate's trials tend to be lower than the baseline's).
+  alternative="less": the candidate's repetitions tend to be lower than the baseline's).
   It is rank-based, so it assumes no distribution (throughput noise on a shared VM is
   skewed, with slow outliers) and is exact at small n (scipy's "auto": exact for fewer
-  than 9 trials a side without ties). A bootstrap interval is not a test at n = 5: a
+  than 9 repetitions a side without ties). A bootstrap interval is not a test at n = 5: a
   percentile interval of 5 values hugs their range and its coverage is well below
   its nominal 95%, so it sizes the effect here but never decides alone.
 - The margin: a second one-sided Mann-Whitney U must also find the candidate slower
   than the baseline lowered by `margin` (3%), at `margin_alpha` (0.05): not merely
   "slower" but "slower by more than 3%", the size of drop the gate must never call.
-  The first test alone lets 5 trials a side at 3% noise put a true 3% drop beyond a 5%
+  The first test alone lets 5 repetitions a side at 3% noise put a true 3% drop beyond a 5%
   line too often; the margin test cuts those calls by more than half, in simulation and
-  on replayed real-server trials, at a small cost in detecting a true 10% drop
+  on replayed real-server repetitions, at a small cost in detecting a true 10% drop
   (docs/validation/gate.md). The margin test confirms what the first test found, hence
   the conventional 0.05 rather than 0.02. What it withholds becomes
-  inconclusive, not a pass: the nightly then adds trials (its extra-trials budget).
+  inconclusive, not a pass: the nightly then adds repetitions (its extra-repetitions budget).
 - The threshold is what matters (the ratio's size), the test is what makes it real (not
   noise). The effective threshold is max(threshold, 3 x between-night noise): on a
   machine whose nightly medians wander by 3%, a 5% line would be crossed by noise.
 
 Why alpha = 0.02. The exact one-sided MWU p-value can only take the values k / C(n+m, n).
-With 5 trials a side they are 1/252 = 0.004, 2/252 = 0.008, 4/252 = 0.016, 7/252 = 0.028,
+With 5 repetitions a side they are 1/252 = 0.004, 2/252 = 0.008, 4/252 = 0.016, 7/252 = 0.028,
 12/252 = 0.048 (at most 0, 1, 2, 3, 4 of the 25 candidate/baseline pairs with the
 candidate ahead). Any alpha in [0.016, 0.028) means "at most 2 of 25"; 0.02 is chosen:
 - detection: at 3% noise, alpha = 0.01 (at most 1 of 25) would leave the rule's
@@ -42,16 +42,16 @@ candidate ahead). Any alpha in [0.016, 0.028) means "at most 2 of 25"; 0.02 is c
   passes alpha = 0.02 now and then, but the ratio is rarely beyond a 5% line at the same
   time (docs/validation/gate.md). The ratio condition, not the test, is what holds the
   false-alarm rate down, which is also why the line widens with the between-night noise.
-With fewer trials alpha is out of reach (3 a side: smallest p = 1/20; 3 against 4:
+With fewer repetitions alpha is out of reach (3 a side: smallest p = 1/20; 3 against 4:
 1/35 = 0.029; 4 a side, 1/70 = 0.014, is enough), so a comparison whose smallest attainable
 p exceeds alpha is inconclusive rather than a sure pass. Ties (rare in tok/s) switch
 scipy to its normal approximation. benchmarks/gate_statistics.py measures the rates.
 
 Inconclusive, with the reasons in words, when:
 - the caller flags a problem (failed requests, an UNSTABLE health verdict);
-- a side has fewer than MIN_TRIALS (3) trials, or too few in all for the test to reach
+- a side has fewer than MIN_REPETITIONS (3) repetitions, or too few in all for the test to reach
   alpha (see above);
-- a side's trial CV exceeds MAX_TRIAL_CV (10%): with such spread 5 trials cannot
+- a side's repetition CV exceeds MAX_REPETITION_CV (10%): with such spread 5 repetitions cannot
   resolve a 5% change, and the machine, not the code, is what moved;
 - it could be a regression but the evidence is short: the ratio is below the line but
   the test does not agree, or shows it slower but not by more than the margin; or the
@@ -80,10 +80,10 @@ DEFAULT_ALPHA = 0.02
 DEFAULT_MARGIN = 0.03
 # The margin test confirms a drop the first test found: it may be less strict.
 DEFAULT_MARGIN_ALPHA = 0.05
-# Below this many trials a side the median is one or two values: no gate.
-MIN_TRIALS = 3
-# Trial-to-trial CV above this: the machine moved too much to resolve the threshold.
-MAX_TRIAL_CV = 0.10
+# Below this many repetitions a side the median is one or two values: no gate.
+MIN_REPETITIONS = 3
+# Repetition-to-repetition CV above this: the machine moved too much to resolve the threshold.
+MAX_REPETITION_CV = 0.10
 # The line sits at least this many between-night standard deviations below 1.
 NOISE_MULTIPLE = 3.0
 
@@ -96,8 +96,8 @@ class GateRule:
     alpha: float = DEFAULT_ALPHA
     margin: float = DEFAULT_MARGIN
     margin_alpha: float = DEFAULT_MARGIN_ALPHA
-    min_trials: int = MIN_TRIALS
-    max_trial_cv: float = MAX_TRIAL_CV
+    min_repetitions: int = MIN_REPETITIONS
+    max_repetition_cv: float = MAX_REPETITION_CV
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold < 1:
@@ -108,10 +108,10 @@ class GateRule:
             raise ValueError(f"margin must lie in [0, threshold {self.threshold}), got {self.margin}")
         if not 0 < self.margin_alpha < 1:
             raise ValueError(f"margin_alpha must lie in (0, 1), got {self.margin_alpha}")
-        if self.min_trials < 2:
-            raise ValueError(f"min_trials must be >= 2, got {self.min_trials}")
-        if not self.max_trial_cv > 0:
-            raise ValueError(f"max_trial_cv must be > 0, got {self.max_trial_cv}")
+        if self.min_repetitions < 2:
+            raise ValueError(f"min_repetitions must be >= 2, got {self.min_repetitions}")
+        if not self.max_repetition_cv > 0:
+            raise ValueError(f"max_repetition_cv must be > 0, got {self.max_repetition_cv}")
 
 
 # What the CLI and a nightly suite apply unless told otherwise.
@@ -156,11 +156,11 @@ def decide(
     noise: float | None = None,
     problems: Sequence[str] = (),
 ) -> Verdict:
-    """Judge `candidate` trials against `baseline` trials (tok/s, higher is better).
+    """Judge `candidate` repetitions against `baseline` repetitions (tok/s, higher is better).
 
     `noise` is the baseline's between-night noise as a fraction (see
     `between_night_noise`); `problems` are the caller's reasons to distrust the
-    trials (failed requests, UNSTABLE health): any makes the verdict inconclusive.
+    repetitions (failed requests, UNSTABLE health): any makes the verdict inconclusive.
     ValueError if a side is empty or holds a value that is not finite and > 0, or if
     `noise` is negative or not finite.
     """
@@ -195,13 +195,14 @@ def decide(
     if below and significant:
         return verdict("inconclusive", [f"candidate is {1 - ratio.point:.1%} slower (p = {p_value:.3g}), but the test "
                                         f"does not yet show it slower by more than the {rule.margin:.0%} margin "
-                                        f"(p = {margin_p_value:.3g} > {rule.margin_alpha:g}): add trials"])
+                                        f"(p = {margin_p_value:.3g} > {rule.margin_alpha:g}): add repetitions"])
     if below:
         return verdict("inconclusive", [f"ratio {ratio.point:.3f} is below the line {line:.3f} but the test does "
-                                        f"not agree (p = {p_value:.3g} > {rule.alpha:g}): add trials"])
+                                        f"not agree (p = {p_value:.3g} > {rule.alpha:g}): add repetitions"])
     if significant and ratio.low < line:
         return verdict("inconclusive", [f"candidate is significantly slower (p = {p_value:.3g}) and its ratio's "
-                                        f"interval reaches {ratio.low:.3f}, below the line {line:.3f}: add trials"])
+                                        f"interval reaches {ratio.low:.3f}, below the line {line:.3f}:"
+                                        " add repetitions"])
     if significant:
         return verdict("pass", [f"candidate is {1 - ratio.point:.1%} slower (p = {p_value:.3g}), within the "
                                 f"{effective:.1%} threshold"])
@@ -209,9 +210,9 @@ def decide(
 
 
 def between_night_noise(nights: Sequence[Sequence[float]]) -> float | None:
-    """CV of the per-night medians of the baseline's trials; None with fewer than two nights.
+    """CV of the per-night medians of the baseline's repetitions; None with fewer than two nights.
 
-    One median per night (a batch of trials), so trial-to-trial noise within a night,
+    One median per night (one invocation's repetitions), so repetition-to-repetition noise within a night,
     which the test already weighs, is not counted twice.
     """
     if len(nights) < 2:
@@ -226,16 +227,17 @@ def smallest_p_value(n_baseline: int, n_candidate: int) -> float:
 
 def _sample_problems(n_base: int, n_cand: int, base_cv: float, cand_cv: float, rule: GateRule) -> list[str]:
     problems = []
-    if min(n_base, n_cand) < rule.min_trials:
-        problems.append(f"too few trials: {n_base} baseline, {n_cand} candidate (at least {rule.min_trials} a side)")
+    if min(n_base, n_cand) < rule.min_repetitions:
+        problems.append(f"too few repetitions: {n_base} baseline, {n_cand} candidate"
+                        f" (at least {rule.min_repetitions} a side)")
     elif smallest_p_value(n_base, n_cand) > rule.alpha:
         problems.append(
-            f"too few trials for the test to reach alpha {rule.alpha:g}: with {n_base} baseline and {n_cand} "
-            f"candidate trials its smallest p is {smallest_p_value(n_base, n_cand):.3g}"
+            f"too few repetitions for the test to reach alpha {rule.alpha:g}: with {n_base} baseline and {n_cand} "
+            f"candidate repetitions its smallest p is {smallest_p_value(n_base, n_cand):.3g}"
         )
     for side, cv in (("baseline", base_cv), ("candidate", cand_cv)):
-        if cv > rule.max_trial_cv:
-            problems.append(f"{side} trials vary too much: CV {cv:.1%} > {rule.max_trial_cv:.0%}")
+        if cv > rule.max_repetition_cv:
+            problems.append(f"{side} repetitions vary too much: CV {cv:.1%} > {rule.max_repetition_cv:.0%}")
     return problems
 
 

@@ -1,22 +1,22 @@
-"""The results history: one SQLite row per trial, and each configuration's baseline.
+"""The results history: one SQLite row per repetition, and each configuration's baseline.
 
-`rows` defines a trial (TrialRow) and its keys, `from_run` builds one from an assessed
+`rows` defines a repetition (RepetitionRow) and its keys, `from_run` builds one from an assessed
 run, `from_dir` one from every run under a result directory, `store` keeps them
 (HistoryStore: append, frame, baseline), `baseline` groups a configuration's accepted
-trials into the nights the regression gate compares against.
+repetitions into the nights the regression gate compares against.
 """
 
-from harness.history.baseline import DEFAULT_BASELINE_BATCHES, Baseline, BaselineBatch
-from harness.history.from_run import trial_from_run
-from harness.history.rows import Source, TrialRow
+from harness.history.baseline import DEFAULT_BASELINE_NIGHTS, Baseline, BaselineNight
+from harness.history.from_run import repetition_from_run
+from harness.history.rows import RepetitionRow, Source
 from harness.history.store import HistoryStore
 
 __all__ = [
-    "DEFAULT_BASELINE_BATCHES",
+    "DEFAULT_BASELINE_NIGHTS",
     "Baseline",
-    "BaselineBatch",
+    "BaselineNight",
     "HistoryStore",
     "Source",
-    "TrialRow",
-    "trial_from_run",
+    "RepetitionRow",
+    "repetition_from_run",
 ]

@@ -20,25 +20,25 @@ from datetime import UTC, datetime
 from harness.analysis.cells import AssessedRun
 from harness.analysis.engine import EngineMetrics
 from harness.analysis.metrics import RunMetrics
-from harness.history.rows import Source, TrialRow
+from harness.history.rows import RepetitionRow, Source
 
 UNKNOWN = "unknown"
 CPU_SERVER = "vllm-cpu"
 
 
-def trial_from_run(
-    run: AssessedRun, *, source: Source, batch_id: str, accepted: bool | None = None, gpu: str | None = None
-) -> TrialRow:
+def repetition_from_run(
+    run: AssessedRun, *, source: Source, invocation_id: str, accepted: bool | None = None, gpu: str | None = None
+) -> RepetitionRow:
     """The history row of one assessed run.
 
-    `batch_id` groups the trials of one invocation; `accepted` (default: True for a
-    nightly, False otherwise) says whether the batch counts towards the baseline; `gpu`
+    `invocation_id` groups the repetitions of one invocation; `accepted` (default: True for a
+    nightly, False otherwise) says whether the repetition counts towards the baseline; `gpu`
     overrides the GPU derived from the server (see the module docstring).
     """
     manifest, metrics = run.data.manifest, run.entry.metrics
     server = manifest.server or {}
     server_name = str(server.get("vllm_distribution", UNKNOWN))
-    return TrialRow(
+    return RepetitionRow(
         model=manifest.model,
         system=manifest.system,
         batch_size=manifest.batch_size,
@@ -53,7 +53,7 @@ def trial_from_run(
         git_sha=manifest.git_sha,
         recorded_at=datetime.fromtimestamp(manifest.started_at, UTC),
         source=source,
-        batch_id=batch_id,
+        invocation_id=invocation_id,
         accepted=source == "nightly" if accepted is None else accepted,
         run_dir=str(run.data.path),
         output_tok_s=metrics.output_tok_s,

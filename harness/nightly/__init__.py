@@ -1,4 +1,4 @@
-"""Nightly runs: a suite of workloads x systems x trials, appended to the history and gated."""
+"""Nightly runs: a suite of workloads x systems x repetitions, appended to the history and gated."""
 
 from harness.nightly.suite import GatePolicy, LoadedSuite, Suite, list_builtin_suites, load_suite
 

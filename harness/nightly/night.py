@@ -1,11 +1,11 @@
-"""One night of a suite: launch, run interleaved trials, gate, add trials where unsure, record.
+"""One night of a suite: launch, run interleaved repetitions, gate, add repetitions where unsure, record.
 
-Each server mode the suite needs is started once and stays up; every (workload,
-system) runs once per round, rounds repeated `trials` times (harness.sweep), so drift
-hits every configuration alike. Tonight's trials are judged against the last accepted
-nights of the same configuration, machine and server (harness.gate); a configuration
-left inconclusive gets one more round of its own, up to the suite's budget. Then every
-trial goes into the history: accepted into future baselines when its configuration
+Each server mode the suite needs is started once and stays up; the suite's `repetitions`
+of every (workload, system) are interleaved (harness.sweep), so drift hits every
+configuration alike. Tonight's repetitions are judged against the last accepted nights of
+the same configuration, machine and server (harness.gate); a configuration left
+inconclusive gets one more repetition at a time, up to the suite's `extra_repetitions`.
+Then every repetition goes into the history: accepted into future baselines when its configuration
 passed (or when the user accepts the night, e.g. after an intended change).
 """
 
@@ -23,8 +23,8 @@ from harness.driver.endpoint import load_tokenizer, probe_endpoint
 from harness.gate.baselines import from_history
 from harness.gate.compare import GateResult, gate, group_by_config
 from harness.gate.statistics import GateRule
-from harness.history.from_run import trial_from_run
-from harness.history.rows import TrialRow
+from harness.history.from_run import repetition_from_run
+from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
 from harness.sweep import SweepCell, SweepTarget, run_cells
@@ -39,9 +39,9 @@ class NightResult:
     """What a night measured and decided."""
 
     result: GateResult
-    trials: tuple[TrialRow, ...]
+    repetitions: tuple[RepetitionRow, ...]
     run_dirs: tuple[Path, ...]
-    extra_rounds: int
+    extra_repetitions: int
 
 
 def run_night(
@@ -51,13 +51,13 @@ def run_night(
     accept: bool,
     cluster: ClusterSpec | None = None,
 ) -> NightResult:
-    """Run the suite into `out`/runs, gate it against the history, and append its trials.
+    """Run the suite into `out`/runs, gate it against the history, and append its repetitions.
 
     `cluster`: every run's load goes through Locust's master and these workers (None: one process).
     """
     suite = loaded.suite
     rule = GateRule(threshold=suite.gate.threshold)
-    batch = out.resolve().name
+    invocation_id = out.resolve().name
     with contextlib.ExitStack() as stack:
         targets: dict[Mode, SweepTarget] = {}
         for mode in modes_for(suite.systems):
@@ -67,33 +67,35 @@ def run_night(
                                         asdict(server.info))
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
-        run_dirs = run_cells(cells, out / "runs", suite.trials, cluster=cluster)
-        trials = _trials(run_dirs, batch)
-        result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
+        run_dirs = run_cells(cells, out / "runs", suite.repetitions, cluster=cluster)
+        repetitions = _repetitions(run_dirs, invocation_id)
+        result = gate(repetitions, from_history(store, repetitions, suite.gate.baseline_nights), rule,
                       first_night_passes=True)
-        rounds = 0
-        while rounds < suite.gate.extra_trials and (unsure := _inconclusive(result, trials)):
-            rounds += 1
-            logger.info(f"{len(unsure)} configurations inconclusive: extra round {rounds} of {suite.gate.extra_trials}")
+        extra = 0
+        while extra < suite.gate.extra_repetitions and (unsure := _inconclusive(result, repetitions)):
+            extra += 1
+            logger.info(f"{len(unsure)} configurations inconclusive:"
+                        f" extra repetition {extra} of {suite.gate.extra_repetitions}")
             again = [cell for cell in cells if (cell.system, cell.spec.name) in unsure]
-            run_dirs += run_cells(again, out / "runs", 1, first_repetition=suite.trials + rounds, cluster=cluster)
-            trials = _trials(run_dirs, batch)
-            result = gate(trials, from_history(store, trials, suite.gate.baseline_nights), rule,
+            run_dirs += run_cells(again, out / "runs", 1, first_repetition=suite.repetitions + extra, cluster=cluster)
+            repetitions = _repetitions(run_dirs, invocation_id)
+            result = gate(repetitions, from_history(store, repetitions, suite.gate.baseline_nights), rule,
                           first_night_passes=True)
     passed = {config.config_key for config in result.configs if config.outcome == "pass"}
-    recorded = [row.model_copy(update={"accepted": accept or row.config_key in passed}) for row in trials]
+    recorded = [row.model_copy(update={"accepted": accept or row.config_key in passed}) for row in repetitions]
     store.append(recorded)
-    return NightResult(result, tuple(recorded), tuple(run_dirs), rounds)
+    return NightResult(result, tuple(recorded), tuple(run_dirs), extra)
 
 
-def _trials(run_dirs: Sequence[Path], batch: str) -> list[TrialRow]:
+def _repetitions(run_dirs: Sequence[Path], invocation_id: str) -> list[RepetitionRow]:
     # Assessed together, as the report would: one machine-speed fit over the night.
     assessment = assess_run_dirs(run_dirs, allow_partial=True)
-    return [trial_from_run(run, source="nightly", batch_id=batch, accepted=False) for run in assessment.assessed]
+    return [repetition_from_run(run, source="nightly", invocation_id=invocation_id, accepted=False)
+            for run in assessment.assessed]
 
 
-def _inconclusive(result: GateResult, trials: Sequence[TrialRow]) -> set[tuple[str, str]]:
+def _inconclusive(result: GateResult, repetitions: Sequence[RepetitionRow]) -> set[tuple[str, str]]:
     """(system, workload) of every configuration the gate could not decide."""
-    by_key = group_by_config(trials)
+    by_key = group_by_config(repetitions)
     return {(by_key[c.config_key][0].system, by_key[c.config_key][0].workload)
             for c in result.configs if c.outcome == "inconclusive"}

@@ -1,4 +1,4 @@
-"""Nightly suites: which workloads, systems and trials a night runs, and how it is gated.
+"""Nightly suites: which workloads, systems and repetitions a night runs, and how it is gated.
 
 A suite file is YAML, validated here (the one boundary where its errors become a
 one-line `UsageError`, like workload files). Shipped suites live in workloads/suites/
@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 import workloads
 from harness.errors import UsageError
-from harness.gate.baselines import BASELINE_BATCHES
+from harness.gate.baselines import BASELINE_NIGHTS
 from harness.gate.statistics import DEFAULT_RULE
 from harness.systems import SystemName
 from harness.validation import describe_validation_error
@@ -26,34 +26,38 @@ from harness.workload.limits import Share
 from launchers.spec import ServerConfig
 
 SUITES_DIR = Path(workloads.__file__).resolve().parent / "suites"
-Trials = Annotated[int, Strict(), Field(ge=1, le=100)]
+Count = Annotated[int, Strict(), Field(ge=1, le=100)]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Suite files written before the rename say `trials` and `extra_trials`; they load under
+# those names too. Both spellings in one file are refused: the one not used is an extra key.
 class GatePolicy(_Frozen):
-    """How tonight's trials are judged against the rolling baseline (harness.gate.statistics)."""
+    """How tonight's repetitions are judged against the rolling baseline (harness.gate.statistics)."""
 
     threshold: Share = Field(DEFAULT_RULE.threshold, description="Smallest drop of the median called a regression"
                              " (a share: 0.10 is 10%).")
-    baseline_nights: Trials = Field(
-        BASELINE_BATCHES, description="The rolling baseline: the last this many accepted nights of the same"
+    baseline_nights: Count = Field(
+        BASELINE_NIGHTS, description="The rolling baseline: the last this many accepted nights of the same"
         " configuration.")
-    extra_trials: Annotated[int, Strict(), Field(ge=0, le=100)] = Field(
-        2, description="Budget: trials added to each inconclusive configuration before giving up (0: none).")
+    extra_repetitions: Annotated[int, Strict(), Field(ge=0, le=100)] = Field(
+        2, validation_alias=AliasChoices("extra_repetitions", "extra_trials"),
+        description="Budget: repetitions added to each inconclusive configuration before giving up (0: none).")
 
 
 class Suite(_Frozen):
-    """A night's benchmark: workloads x systems x trials, on one server, gated."""
+    """A night's benchmark: workloads x systems x repetitions, on one server, gated."""
 
     kind: Literal["suite"] = Field(description="File tag: a suite, not a workload.")
     name: str = Field(min_length=1, description="Short identifier, used in the history and the reports.")
     description: str = Field("", description="What the suite guards and what it costs to run.")
     workloads: tuple[str, ...] = Field(min_length=1, description="Workload names or files (as --workload takes).")
     systems: tuple[SystemName, ...] = Field(min_length=1, description="Systems measured on every workload.")
-    trials: Trials = Field(3, description="Runs of each (workload, system), interleaved across all of them.")
+    repetitions: Count = Field(3, validation_alias=AliasChoices("repetitions", "trials"),
+                               description="Runs of each (workload, system), interleaved across all of them.")
     server: ServerConfig = Field(default_factory=ServerConfig, description="The server under test.")
     gate: GatePolicy = Field(default_factory=GatePolicy, description="How a night is judged.")
 

@@ -1,7 +1,7 @@
 """The trend report: each configuration's throughput night by night, its baseline band,
 its change points (harness.nightly.changes) and the nights the gate did not accept.
 
-`night_series` reduces history rows to one point per night (a batch of trials);
+`night_series` reduces history rows to one point per night (one `invocation_id`);
 `trend_plot` draws one configuration; `trend_blocks` lays the whole report out.
 """
 
@@ -24,35 +24,36 @@ from harness.report.plots import to_png
 
 @dataclass(frozen=True)
 class NightPoint:
-    """One night of one configuration: the median of its trials and their range."""
+    """One night of one configuration: the median of its repetitions and their range."""
 
-    batch_id: str
+    invocation_id: str
     recorded_at: pd.Timestamp
     median: float
     low: float
     high: float
-    trials: int
+    repetitions: int
     accepted: bool
 
 
-def night_series(trials: pd.DataFrame, metric: str) -> list[NightPoint]:
-    """One point per batch of one configuration's trials (the store's frame), oldest first."""
+def night_series(repetitions: pd.DataFrame, metric: str) -> list[NightPoint]:
+    """One point per night of one configuration's repetitions (the store's frame), oldest first."""
     points = []
-    for batch_id, night in trials.loc[trials[metric].notna()].groupby("batch_id", sort=False):
+    for invocation_id, night in repetitions.loc[repetitions[metric].notna()].groupby("invocation_id", sort=False):
         values = night[metric].to_numpy(dtype=float)
-        points.append(NightPoint(str(batch_id), night["recorded_at"].max(), float(np.median(values)),
+        points.append(NightPoint(str(invocation_id), night["recorded_at"].max(), float(np.median(values)),
                                  float(values.min()), float(values.max()), len(values), bool(night["accepted"].all())))
     return sorted(points, key=lambda point: point.recorded_at)
 
 
 def trend_plot(points: Sequence[NightPoint], verdict: ConfigVerdict, changes: Sequence[ChangePoint]) -> bytes:
-    """Nightly medians with their trial range; the baseline band; change points; unaccepted nights."""
+    """Nightly medians with their repetition range; the baseline band; change points; unaccepted nights."""
     fig = Figure(figsize=(7.5, 3.6))
     ax = fig.add_subplot()
     x = np.arange(len(points))
     medians = np.array([p.median for p in points])
     spread = np.array([[p.median - p.low for p in points], [p.high - p.median for p in points]])
-    ax.errorbar(x, medians, yerr=spread, color="#1b9e77", marker="o", capsize=3, label="night: median, trial range")
+    ax.errorbar(x, medians, yerr=spread, color="#1b9e77", marker="o", capsize=3,
+                label="night: median, repetition range")
     flagged = [i for i, p in enumerate(points) if not p.accepted]
     if flagged:
         ax.plot(x[flagged], medians[flagged], linestyle="none", marker="X", markersize=10, color="#d62728",
@@ -76,7 +77,7 @@ def trend_plot(points: Sequence[NightPoint], verdict: ConfigVerdict, changes: Se
 def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame]) -> list[Block]:
     """The trend report: tonight's verdict table, then one figure per configuration.
 
-    `history` holds each configuration's trials (the store's frame, tonight's included),
+    `history` holds each configuration's repetitions (the store's frame, tonight's included),
     from this machine and server, by config_key.
     """
     blocks: list[Block] = [
@@ -85,15 +86,15 @@ def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.D
         Table(HEADER, tuple(rows(result)), table_id="gate", numeric=False),
     ]
     for index, config in enumerate(result.configs):
-        trials = history.get(config.config_key)
-        points = night_series(trials, config.metric) if trials is not None else []
+        repetitions = history.get(config.config_key)
+        points = night_series(repetitions, config.metric) if repetitions is not None else []
         if not points:
             continue
         changes = change_points([p.median for p in points])
         blocks.append(Heading(config.label, 2))
         blocks.append(Image(f"trend-{index}", trend_plot(points, config, changes),
                             f"{config.label}: {len(points)} nights; tonight {config.outcome}"))
-        notes = [f"change point before {points[c.index].batch_id}: {c.before:,.0f} -> {c.after:,.0f}"
+        notes = [f"change point before {points[c.index].invocation_id}: {c.before:,.0f} -> {c.after:,.0f}"
                  f" ({c.change:+.1%}, p = {c.pvalue:.2g})" for c in changes]
         notes.append("; ".join(config.reasons))
         blocks.append(Bullets(tuple(notes)))

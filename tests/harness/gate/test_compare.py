@@ -1,4 +1,4 @@
-"""The gate over configurations: grouping, metric choice, set-aside trials, first nights, the worst outcome."""
+"""The gate over configurations: grouping, metric choice, set-aside repetitions, first nights, the worst outcome."""
 
 from __future__ import annotations
 
@@ -26,23 +26,23 @@ def test_a_ten_percent_drop_is_a_regression_and_the_same_figures_pass(make_night
     assert judge_config(same, base, RULE, metric="total_tok_s").outcome == "pass"
 
 
-def test_the_engine_figure_is_compared_when_every_trial_has_it(make_trial):
-    assert choose_metric("auto", [make_trial(), make_trial()]) == "engine_total_tok_s"
-    assert choose_metric("auto", [make_trial(), make_trial(engine_total_tok_s=None)]) == "total_tok_s"
-    assert choose_metric("output_tok_s", [make_trial()]) == "output_tok_s"
+def test_the_engine_figure_is_compared_when_every_repetition_has_it(make_repetition):
+    assert choose_metric("auto", [make_repetition(), make_repetition()]) == "engine_total_tok_s"
+    assert choose_metric("auto", [make_repetition(), make_repetition(engine_total_tok_s=None)]) == "total_tok_s"
+    assert choose_metric("output_tok_s", [make_repetition()]) == "output_tok_s"
 
 
-def test_an_unstable_trial_is_set_aside_and_the_rest_decide(make_night):
+def test_an_unstable_repetition_is_set_aside_and_the_rest_decide(make_night):
     base = baseline(make_night, nights=2)
     candidate = make_night("c", 10, STEADY)
     candidate[0] = candidate[0].model_copy(update={"stable": False, "health_reasons": ("run lasted 9.0 s",),
                                                    "total_tok_s": 10.0})
     verdict = judge_config(candidate, base, RULE, metric="total_tok_s")
     assert verdict.outcome == "pass" and verdict.candidate.n == 4
-    assert "1 candidate trials set aside: UNSTABLE (run lasted 9.0 s)" in verdict.reasons
+    assert "1 candidate repetitions set aside: UNSTABLE (run lasted 9.0 s)" in verdict.reasons
 
 
-def test_too_few_stable_trials_or_any_failed_request_is_inconclusive(make_night):
+def test_too_few_stable_repetitions_or_any_failed_request_is_inconclusive(make_night):
     base = baseline(make_night, nights=2)
     mostly_unstable = make_night("c", 10, STEADY[:3]) + make_night("c", 10, STEADY[3:], stable=False)
     mostly_unstable[0] = mostly_unstable[0].model_copy(update={"stable": False})
@@ -50,7 +50,7 @@ def test_too_few_stable_trials_or_any_failed_request_is_inconclusive(make_night)
     failed = make_night("c", 10, STEADY)
     failed[2] = failed[2].model_copy(update={"errors": 3})
     verdict = judge_config(failed, base, RULE, metric="total_tok_s")
-    assert verdict.outcome == "inconclusive" and verdict.reasons[0] == "1 candidate trials had 3 failed requests"
+    assert verdict.outcome == "inconclusive" and verdict.reasons[0] == "1 candidate repetitions had 3 failed requests"
 
 
 def test_a_first_night_starts_the_baseline_only_in_a_nightly_and_only_when_usable(make_night):
@@ -66,10 +66,10 @@ def test_the_gate_is_its_worst_configuration(make_night):
     steady = make_night("c", 10, STEADY)
     dropped = make_night("c", 10, [v * 0.85 for v in STEADY], system="static")
     static_base = baseline(make_night, nights=3, system="static")
-    result = gate([*steady, *dropped], {base.trials[0].config_key: base,
-                                        static_base.trials[0].config_key: static_base}, RULE, "total_tok_s")
+    result = gate([*steady, *dropped], {base.repetitions[0].config_key: base,
+                                        static_base.repetitions[0].config_key: static_base}, RULE, "total_tok_s")
     assert [c.outcome for c in result.configs] == ["pass", "regression"]
     assert result.outcome == "regression" and result.exit_code == 1
     lone = gate(steady, {}, RULE)
     assert lone.outcome == "inconclusive" and lone.exit_code == 3
-    assert gate(steady, {base.trials[0].config_key: base}, RULE).exit_code == 0
+    assert gate(steady, {base.repetitions[0].config_key: base}, RULE).exit_code == 0

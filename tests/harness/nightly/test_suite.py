@@ -26,7 +26,7 @@ def test_a_workload_file_beside_the_suite_is_found(tmp_path):
     suite = tmp_path / "s.yaml"
     suite.write_text("kind: suite\nname: s\nworkloads: [mine.yaml]\nsystems: [continuous]\n")
     loaded = load_suite(suite)
-    assert loaded.specs[0].name == "mine" and loaded.suite.trials == 3 and loaded.suite.gate.threshold == 0.05
+    assert loaded.specs[0].name == "mine" and loaded.suite.repetitions == 3 and loaded.suite.gate.threshold == 0.05
 
 
 HEAD = "kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static]"
@@ -39,8 +39,8 @@ HEAD = "kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static
         ("kind: suite\nname: s\nworkloads: []\nsystems: [static]", r"workloads: .*at least 1"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [fast]", r"systems\.0: Input should be"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static, static]", r"systems: names repeat"),
-        (HEAD + "\ntrials: 0", r"trials: Input should be greater than or equal to 1"),
-        (HEAD + "\ntrials: true", r"trials: "),
+        (HEAD + "\nrepetitions: 0", r"repetitions: Input should be greater than or equal to 1"),
+        (HEAD + "\nrepetitions: true", r"repetitions: "),
         (HEAD + "\ngate: {threshold: 1.5}",
          r"gate\.threshold: Input should be less than 1"),
         (HEAD + "\nnightly: 1",
@@ -50,7 +50,7 @@ HEAD = "kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static
         ("kind: suite\nname: s\nworkloads: [no-such-workload]\nsystems: [static]", r"no-such-workload: no such file"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128\nsystems", r"not a readable YAML suite"),
     ],
-    ids=["kind", "no-workloads", "system", "repeat", "zero-trials", "bool-trials", "threshold", "extra-key",
+    ids=["kind", "no-workloads", "system", "repeat", "zero-repetitions", "bool-repetitions", "threshold", "extra-key",
          "server-batch", "server-key", "unknown-workload", "bad-yaml"],
 )
 def test_bad_suites_are_one_line_usage_errors(tmp_path, body, message):
@@ -59,6 +59,25 @@ def test_bad_suites_are_one_line_usage_errors(tmp_path, body, message):
     with pytest.raises(UsageError, match=message) as caught:
         load_suite(path)
     assert "\n" not in str(caught.value)
+
+
+def test_the_old_keys_trials_and_extra_trials_load_the_same_suite(tmp_path):
+    new, old = tmp_path / "new.yaml", tmp_path / "old.yaml"
+    new.write_text(HEAD + "\nrepetitions: 5\ngate: {extra_repetitions: 1}\n")
+    old.write_text(HEAD + "\ntrials: 5\ngate: {extra_trials: 1}\n")
+    assert load_suite(old).suite == load_suite(new).suite
+    assert (load_suite(old).suite.repetitions, load_suite(old).suite.gate.extra_repetitions) == (5, 1)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (HEAD + "\nrepetitions: 5\ntrials: 4", r"trials: Extra inputs are not permitted"),
+    (HEAD + "\ngate: {extra_repetitions: 1, extra_trials: 2}", r"gate\.extra_trials: Extra inputs are not permitted"),
+])
+def test_both_spellings_of_a_key_at_once_are_refused(tmp_path, body, message):
+    path = tmp_path / "suite.yaml"
+    path.write_text(body)
+    with pytest.raises(UsageError, match=message):
+        load_suite(path)
 
 
 def test_an_unknown_suite_name_lists_the_shipped_ones():

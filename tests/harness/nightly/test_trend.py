@@ -29,7 +29,7 @@ def history(tmp_path, make_night):
 def test_each_night_is_one_point_with_its_range(history):
     store, _ = history
     points = night_series(store.frame(), "total_tok_s")
-    assert [p.batch_id for p in points] == [f"n{day:02d}" for day in range(12)]
+    assert [p.invocation_id for p in points] == [f"n{day:02d}" for day in range(12)]
     assert points[0].median == pytest.approx(1002.5) and (points[0].low, points[0].high) == (990.0, 1010.0)
     assert [p.accepted for p in points] == [True] * 8 + [False] * 4
 
