@@ -154,7 +154,6 @@ def test_an_engine_crash_mid_run_is_recorded_by_run_and_reported_by_the_launcher
         WORKLOAD.replace("values: [8, 16, 40]", "values: [1500]").replace("num_requests: 12", "num_requests: 32")
     )
     out = tmp_path / "crashed"
-    # B = 4, as the pooled server: its compiled graphs are cached, so this start skips compiling.
     with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=4), log_dir=tmp_path / "server") as server:
         process = subprocess.Popen(
             [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
