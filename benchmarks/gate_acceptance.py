@@ -65,7 +65,7 @@ from harness.driver.interrupts import interrupt_main_on_signals
 from harness.driver.runner import RunRequest, execute
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.gate.compare import BaselineSample, judge_config
-from harness.gate.statistics import GateRule
+from harness.gate.rule import GateRule
 from harness.history.from_run import repetition_from_run
 from harness.history.rows import RepetitionRow
 from harness.workload import WorkloadSpec, load_specs

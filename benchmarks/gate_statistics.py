@@ -35,7 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness.gate.power import OutcomeRates, log_residuals, resample_outcomes, simulate_outcomes
-from harness.gate.statistics import GateRule
+from harness.gate.rule import GateRule
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPARISONS, REPETITIONS, NOISE = 1000, 5, 0.03

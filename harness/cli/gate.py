@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.gate.baselines import BASELINE_NIGHTS
-from harness.gate.compare import METRIC_CHOICES
-from harness.gate.statistics import DEFAULT_RULE, GateRule
-from harness.gate_publish import GateDestinations
+from harness.gate.rule import BASELINE_NIGHTS, DEFAULT_RULE, METRIC_CHOICES, GateRule
 from harness.settings import HISTORY_DEFAULT_HELP, Settings
+
+if TYPE_CHECKING:
+    from harness.gate_publish import GateDestinations
 
 
 def add_gate_outputs(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +58,8 @@ def add_parser(subparsers) -> None:
 
 def destinations(args: argparse.Namespace, settings: Settings) -> GateDestinations:
     """The files a gate verdict goes to, from the options `add_gate_outputs` defined."""
+    from harness.gate_publish import GateDestinations
+
     return GateDestinations(args.junit_xml, args.json_file, args.markdown, settings.step_summary)
 
 

@@ -52,17 +52,20 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.checks.device import check_fits, detect_gpu
     from harness.checks.sizes import CPU, GPU, MINIMUMS
+
+    # Bad sizes are refused before the checks' code is imported (seconds).
+    for flag, field, _ in SIZE_FLAGS:
+        value = getattr(args, field)
+        if value is not None and value < MINIMUMS[field]:
+            raise UsageError(f"{flag} must be at least {MINIMUMS[field]}, got {value}")
+
+    from harness.checks.device import check_fits, detect_gpu
     from harness.checks.suite import Plan, run_checks
     from harness.checks.verdict import render_terminal, write_verdict
     from harness.cli.options import writable_destination
     from harness.driver.runner import require_new_dir
 
-    for flag, field, _ in SIZE_FLAGS:
-        value = getattr(args, field)
-        if value is not None and value < MINIMUMS[field]:
-            raise UsageError(f"{flag} must be at least {MINIMUMS[field]}, got {value}")
     gpu = detect_gpu()
     preset = GPU if gpu is not None else CPU
     overrides = {field.name: getattr(args, field.name) for field in dataclasses.fields(preset)

@@ -36,12 +36,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.paper.gpu_predict import predict_workload, sensitivity
     from harness.paper.gpu_setups import find_setup
-    from harness.report.document import to_markdown
-    from harness.report.prediction import prediction_blocks
     from harness.workload.spec import load_specs
 
+    # Bad input is refused before the simulator and the report are imported (seconds).
     try:
         setup = find_setup(args.model, args.gpu)
     except ValueError as exc:
@@ -53,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
     not_burst = [spec.name for spec in specs if spec.arrival.kind != "burst"]
     if not_burst:
         raise UsageError(f"--workloads: predict needs burst workloads (all sent at once): {', '.join(not_burst)}")
+
+    from harness.paper.gpu_predict import predict_workload, sensitivity
+    from harness.report.document import to_markdown
+    from harness.report.prediction import prediction_blocks
+
     try:
         predictions = [predict_workload(setup, spec, args.batch_size) for spec in specs]
     except ValueError as exc:

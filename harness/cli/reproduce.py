@@ -92,6 +92,14 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.workload import load_specs
+
+    began = time.monotonic()
+    # Bad input is refused before the load, report and history code is imported (seconds).
+    specs = load_specs([name.strip() for name in args.workloads.split(",") if name.strip()])
+    if args.repetitions < 1:
+        raise UsageError(f"--repetitions must be at least 1, got {args.repetitions}")
+
     from harness.driver.distributed.shard import cluster_spec
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import require_new_dir
@@ -100,12 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.report.assemble import assemble_report
     from harness.settings import Settings
     from harness.sweep import SweepCell, SweepTarget, check_sweep_workers, run_cells
-    from harness.workload import load_specs
 
-    began = time.monotonic()
-    specs = load_specs([name.strip() for name in args.workloads.split(",") if name.strip()])
-    if args.repetitions < 1:
-        raise UsageError(f"--repetitions must be at least 1, got {args.repetitions}")
     repetitions = 1 if args.quick else args.repetitions
     if args.quick:
         specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or QUICK_REQUESTS, QUICK_REQUESTS)})

@@ -73,6 +73,13 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.workload import build_plan, load_spec
+
+    # Bad input is refused before the load, analysis and history code is imported (seconds).
+    spec = load_spec(args.workload)
+    system = _system(args)
+    headers = _headers(args.api_key_env)
+
     from harness.analysis.assess import assess_run_dirs
     from harness.calibration.marking import calibration_server_info, is_calibration_owner
     from harness.driver.distributed.shard import check_workers, cluster_spec
@@ -82,11 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.driver.work import check_fits, user_count
     from harness.history import HistoryStore
     from harness.history.record import record
-    from harness.workload import build_plan, load_spec
 
-    spec = load_spec(args.workload)
-    system = _system(args)
-    headers = _headers(args.api_key_env)
     # Checked before a server is started, not only when the run begins.
     require_new_dir(args.out)
     store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)

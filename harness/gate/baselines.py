@@ -8,9 +8,6 @@ from harness.gate.compare import BaselineSample, group_by_config
 from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore
 
-# A rolling baseline: the last this many accepted nights of a configuration.
-BASELINE_NIGHTS = 7
-
 
 def from_directory(repetitions: Sequence[RepetitionRow], description: str) -> dict[str, BaselineSample]:
     """A pinned result as one night per configuration."""

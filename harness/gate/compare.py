@@ -22,14 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from harness.analysis.stats import Estimate, median_ci
-from harness.gate.statistics import GateRule, Outcome, Verdict, between_night_noise, decide
+from harness.gate.rule import GateRule, MetricChoice
+from harness.gate.statistics import Outcome, Verdict, between_night_noise, decide
 from harness.history.rows import RepetitionRow
 
-MetricChoice = Literal["auto", "engine_total_tok_s", "total_tok_s", "output_tok_s"]
-METRIC_CHOICES: tuple[MetricChoice, ...] = ("auto", "engine_total_tok_s", "total_tok_s", "output_tok_s")
 EXIT_CODES: dict[Outcome, int] = {"pass": 0, "regression": 1, "inconclusive": 3}
 
 

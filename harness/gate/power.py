@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.gate.statistics import GateRule, decide
+from harness.gate.rule import GateRule
+from harness.gate.statistics import decide
 
 # Any level works: the rule looks at ratios and ranks only.
 BASE_TOK_S = 1000.0

@@ -71,51 +71,12 @@ import numpy as np
 from scipy import stats as sps
 
 from harness.analysis.stats import Estimate, coefficient_of_variation, unpaired_ratio_ci
+from harness.gate.rule import GateRule
 
 Outcome = Literal["pass", "regression", "inconclusive"]
 
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_ALPHA = 0.02
-# A regression must be shown to exceed this drop, not merely to be a drop.
-DEFAULT_MARGIN = 0.03
-# The margin test confirms a drop the first test found: it may be less strict.
-DEFAULT_MARGIN_ALPHA = 0.05
-# Below this many repetitions a side the median is one or two values: no gate.
-MIN_REPETITIONS = 3
-# Repetition-to-repetition CV above this: the machine moved too much to resolve the threshold.
-MAX_REPETITION_CV = 0.10
 # The line sits at least this many between-night standard deviations below 1.
 NOISE_MULTIPLE = 3.0
-
-
-@dataclass(frozen=True)
-class GateRule:
-    """The gate's parameters; ValueError on values outside their range."""
-
-    threshold: float = DEFAULT_THRESHOLD
-    alpha: float = DEFAULT_ALPHA
-    margin: float = DEFAULT_MARGIN
-    margin_alpha: float = DEFAULT_MARGIN_ALPHA
-    min_repetitions: int = MIN_REPETITIONS
-    max_repetition_cv: float = MAX_REPETITION_CV
-
-    def __post_init__(self) -> None:
-        if not 0 < self.threshold < 1:
-            raise ValueError(f"threshold must lie in (0, 1), got {self.threshold}")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
-        if not 0 <= self.margin < self.threshold:
-            raise ValueError(f"margin must lie in [0, threshold {self.threshold}), got {self.margin}")
-        if not 0 < self.margin_alpha < 1:
-            raise ValueError(f"margin_alpha must lie in (0, 1), got {self.margin_alpha}")
-        if self.min_repetitions < 2:
-            raise ValueError(f"min_repetitions must be >= 2, got {self.min_repetitions}")
-        if not self.max_repetition_cv > 0:
-            raise ValueError(f"max_repetition_cv must be > 0, got {self.max_repetition_cv}")
-
-
-# What the CLI and a nightly suite apply unless told otherwise.
-DEFAULT_RULE = GateRule()
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,12 @@ run, `from_dir` one from every run under a result directory, `store` keeps them
 repetitions into the nights the regression gate compares against.
 """
 
-from harness.history.baseline import DEFAULT_BASELINE_NIGHTS, Baseline, BaselineNight
+from harness.history.baseline import Baseline, BaselineNight
 from harness.history.from_run import repetition_from_run
 from harness.history.rows import RepetitionRow, Source
 from harness.history.store import HistoryStore
 
 __all__ = [
-    "DEFAULT_BASELINE_NIGHTS",
     "Baseline",
     "BaselineNight",
     "HistoryStore",

@@ -17,9 +17,6 @@ import pandas as pd
 from harness.history.rows import RepetitionRow
 from harness.history.schema import frame_rows
 
-# Nights in a baseline unless told otherwise: a week of nightlies.
-DEFAULT_BASELINE_NIGHTS = 7
-
 
 @dataclass(frozen=True)
 class BaselineNight:

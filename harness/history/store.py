@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import UsageError
-from harness.history.baseline import DEFAULT_BASELINE_NIGHTS, Baseline, latest_nights
+from harness.history.baseline import Baseline, latest_nights
 from harness.history.rows import RepetitionRow
 from harness.history.schema import (
     COLUMNS,
@@ -159,7 +159,7 @@ class HistoryStore:
     def baseline(
         self,
         config_key: str,
-        k: int = DEFAULT_BASELINE_NIGHTS,
+        k: int,
         *,
         hardware_key: str | None = None,
         server: str | None = None,

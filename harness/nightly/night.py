@@ -22,7 +22,7 @@ from harness.driver.distributed.shard import ClusterSpec
 from harness.driver.endpoint import load_tokenizer, probe_endpoint
 from harness.gate.baselines import from_history
 from harness.gate.compare import GateResult, gate, group_by_config
-from harness.gate.statistics import GateRule
+from harness.gate.rule import GateRule
 from harness.history.from_run import repetition_from_run
 from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore

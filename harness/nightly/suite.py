@@ -17,8 +17,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, Strict, Validat
 
 import workloads
 from harness.errors import UsageError
-from harness.gate.baselines import BASELINE_NIGHTS
-from harness.gate.statistics import DEFAULT_RULE
+from harness.gate.rule import BASELINE_NIGHTS, DEFAULT_RULE
 from harness.systems import SystemName
 from harness.validation import describe_validation_error
 from harness.workload import WorkloadSpec, load_specs

@@ -10,10 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -41,6 +40,9 @@ PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2
 CLOSED_LOOP_REQUESTS_PER_USER_SECOND = 10
 
 ARRIVAL_DECIMALS = 6
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class _Frozen(BaseModel):
@@ -111,6 +113,8 @@ class RequestPlan(_Frozen):
     def to_frame(self) -> pd.DataFrame:
         """One row per request; columns index, prompt_tokens, output_tokens (int64) and
         arrival_s (float64, NaN in a closed loop)."""
+        import pandas as pd  # here, not at the top: the CLI imports plans to check its options
+
         return pd.DataFrame(
             {
                 "index": np.array([r.index for r in self.requests], dtype=np.int64),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.gate.compare import BaselineSample, choose_metric, gate, judge_config
-from harness.gate.statistics import GateRule
+from harness.gate.rule import GateRule
 
 RULE = GateRule()
 STEADY = [1000.0, 1010.0, 990.0, 1005.0, 995.0]

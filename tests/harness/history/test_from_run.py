@@ -79,6 +79,6 @@ def test_the_row_round_trips_through_the_store(assessed, tmp_path):
     row = repetition_from_run(assessed, source="nightly", invocation_id="night-1")
     store = HistoryStore(tmp_path / "h.sqlite")
     store.append([row])
-    baseline = store.baseline(row.config_key, hardware_key=row.hardware_key, server=row.server)
+    baseline = store.baseline(row.config_key, 7, hardware_key=row.hardware_key, server=row.server)
     assert baseline.values == (row.total_tok_s,)
     assert not baseline.nights[0].clean

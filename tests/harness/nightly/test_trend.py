@@ -6,7 +6,7 @@ import pytest
 
 from harness.gate.baselines import from_history
 from harness.gate.compare import gate
-from harness.gate.statistics import GateRule
+from harness.gate.rule import GateRule
 from harness.history import HistoryStore
 from harness.nightly.trend import night_series, trend_blocks
 from harness.report.document import Image
