@@ -115,7 +115,7 @@ def run_checks(plan: Plan) -> Verdict:
     keyed = {(spec.name, system): path for (spec, system), path in zip(keys, made, strict=True)}
     found.append(rows.client_row(client_bound([*recorder_dirs, *made])))
     measured = spreads(keyed)
-    found += [rows.ordering_row(spread) for spread in measured]
+    found += [rows.ordering_row(spread, decides=plan.gpu is not None) for spread in measured]
     notes += [spread.energy() for spread in measured if spread.joules_per_token]
     found += _prediction(plan, specs, measured, notes)
     return Verdict(device=plan.device, model=sizes.model, batch_size=sizes.batch_size,

@@ -93,6 +93,13 @@ def test_continuous_static_naive_in_order_and_the_margin_is_the_smaller_step():
     assert flipped.status == "fail" and flipped.measured == pytest.approx(180 / 190)
 
 
+def test_without_a_gpu_the_ordering_is_reported_not_judged():
+    # The CI's run at B = 16 on two cores: continuous's fuller steps cost 1.7x static's.
+    row = ordering_row(Spread("seed", {"continuous": 1079.0, "static": 1183.0, "naive": 594.0}), decides=False)
+    assert row.status == "skip" and row.measured == pytest.approx(1079 / 1183)
+    assert "continuous/static 0.91x" in row.explanation and "not judged without a GPU" in row.explanation
+
+
 def test_the_recorder_fails_only_when_its_whole_interval_lies_above_the_limit():
     noisy = recorder_row(Estimate(0.95, 0.90, 1.02, 3, "x"), 3)
     assert noisy.status == "pass" and noisy.interval == pytest.approx((-2.0, 10.0))
