@@ -141,13 +141,13 @@ def ordering_row(spread: Spread, decides: bool = True) -> CheckRow:
     Where steps are not nearly free to widen (`decides` False: the CPU), the row is reported and skipped.
     """
     margin = min(spread.ratio("static"), spread.tok_s["static"] / spread.tok_s["naive"])
-    measured = (f"{spread.summary()} (continuous/static {spread.ratio('static'):.2f}x,"
-                f" continuous/naive {spread.ratio('naive'):.2f}x); measured: the smaller step down")
+    why = (f"{spread.summary()} (continuous/static {spread.ratio('static'):.2f}x,"
+           f" continuous/naive {spread.ratio('naive'):.2f}x); measured: the smaller step down")
     if decides:
         status = "pass" if spread.ordered else "fail"
     else:
         status = "skip"
-        measured += f"; not judged without a GPU: {CPU_STEP_COST}"
+        why += f"; not judged without a GPU: {CPU_STEP_COST}"
     return CheckRow(
         name=f"continuous > static > naive: {spread.workload}",
         status=status,
@@ -155,7 +155,7 @@ def ordering_row(spread: Spread, decides: bool = True) -> CheckRow:
         rule=">",
         threshold=1.0,
         unit="x",
-        explanation=measured,
+        explanation=why,
     )
 
 

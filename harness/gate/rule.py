@@ -7,7 +7,7 @@ rule itself (harness.gate.statistics) explains each parameter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.02
@@ -19,6 +19,8 @@ DEFAULT_MARGIN_ALPHA = 0.05
 MIN_REPETITIONS = 3
 # Repetition-to-repetition CV above this: the machine moved too much to resolve the threshold.
 MAX_REPETITION_CV = 0.10
+
+
 @dataclass(frozen=True)
 class GateRule:
     """The gate's parameters; ValueError on values outside their range."""
@@ -50,6 +52,6 @@ DEFAULT_RULE = GateRule()
 
 # The figure compared: the engine's total tok/s when every repetition has it, else the client's.
 MetricChoice = Literal["auto", "engine_total_tok_s", "total_tok_s", "output_tok_s"]
-METRIC_CHOICES: tuple[MetricChoice, ...] = ("auto", "engine_total_tok_s", "total_tok_s", "output_tok_s")
+METRIC_CHOICES: tuple[MetricChoice, ...] = get_args(MetricChoice)
 # A rolling baseline: the last this many accepted nights of a configuration.
 BASELINE_NIGHTS = 7
