@@ -157,6 +157,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if not report.stable:
         unstable = ", ".join(str(row.level) for row in report.headline if not row.stable) or "no headline"
-        logger.info(f"UNSTABLE headline cells ({unstable}): the report says why; exit {EXIT_UNSTABLE}")
+        logger.info(f"UNSTABLE headline ratios ({unstable}): the report says why; exit {EXIT_UNSTABLE}")
         return EXIT_UNSTABLE
     return 0

@@ -161,7 +161,7 @@ def write_report(
 
 @dataclass(frozen=True)
 class AssembledReport:
-    """What was written, and whether every headline cell is stable (reproduce's exit code)."""
+    """What was written, and whether every headline row is stable (reproduce's exit code)."""
 
     paths: ReportPaths
     stable: bool
