@@ -1,0 +1,50 @@
+"""Seconds left in a job, re-estimated each time a run finishes.
+
+Before the first run the estimates are the step model's; each finished run says how far
+this machine, now, is from them. A system's remaining runs are scaled by its finished
+runs' measured over estimated seconds (a ratio of sums, so long runs weigh more than short
+ones): per system, because the step model can misprice one system's steps (naive's padded
+waves, static's draining batches) more than another's. A system with no finished run yet
+takes the scale of every finished run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.budget.estimate import JobPlan, PlannedRun
+
+
+def seconds_left(job: JobPlan, finished_s: Sequence[float], running_for_s: float = 0.0) -> float:
+    """Estimated seconds from now until `job` ends, its report included.
+
+    `finished_s`: the measured seconds of the job's first runs, in order; the run after
+    them has been running for `running_for_s`. The time before the first run
+    (`job.before_s`) is over once runs are counted here.
+    """
+    done = len(finished_s)
+    if done > len(job.runs):
+        raise ValueError(f"finished_s: {done} runs finished, but the job has {len(job.runs)}")
+    if running_for_s < 0 or any(seconds < 0 for seconds in finished_s):
+        raise ValueError("finished_s, running_for_s: durations must be zero or positive")
+    scales = _scales(job.runs[:done], finished_s)
+    overall = _scale(job.runs[:done], finished_s)
+    left = job.after_s
+    for index, run in enumerate(job.runs[done:]):
+        estimate = run.seconds * scales.get(run.system, overall)
+        # The run under way has part of its estimate behind it; one that overran ends any moment.
+        left += max(estimate - running_for_s, 0.0) if index == 0 else estimate
+    return left
+
+
+def _scales(runs: Sequence[PlannedRun], measured_s: Sequence[float]) -> dict[str, float]:
+    """Each system's measured over estimated seconds, over its finished runs."""
+    systems = dict.fromkeys(run.system for run in runs)
+    return {system: _scale([run for run in runs if run.system == system],
+                           [seconds for run, seconds in zip(runs, measured_s, strict=True) if run.system == system])
+            for system in systems}
+
+
+def _scale(runs: Sequence[PlannedRun], measured_s: Sequence[float]) -> float:
+    estimated = sum(run.seconds for run in runs)
+    return sum(measured_s) / estimated if estimated > 0 else 1.0
