@@ -6,7 +6,7 @@ in; nothing here starts a server or reads a run directory.
 """
 
 from harness.budget.estimate import JobPlan, MachineCost, PlannedRun, plan_job, simulate_run
-from harness.budget.eta import seconds_left
+from harness.budget.eta import plan_line, progress_note, seconds_left
 from harness.budget.sizing import MAX_RATIO_SHIFT, Sizing, size_for_budget
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "PlannedRun",
     "Sizing",
     "plan_job",
+    "plan_line",
+    "progress_note",
     "seconds_left",
     "simulate_run",
     "size_for_budget",

@@ -11,6 +11,7 @@ takes the scale of every finished run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from harness.budget.estimate import JobPlan, PlannedRun
 
@@ -35,6 +36,25 @@ def seconds_left(job: JobPlan, finished_s: Sequence[float], running_for_s: float
         # The run under way has part of its estimate behind it; one that overran ends any moment.
         left += max(estimate - running_for_s, 0.0) if index == 0 else estimate
     return left
+
+
+def plan_line(job: JobPlan, now: datetime) -> str:
+    """The plan in one line, before the first run: runs, estimated total, and when it should end."""
+    cells = len({(run.workload, run.system) for run in job.runs})
+    repetitions = len({run.repetition for run in job.runs})
+    return (f"plan: {len(job.runs)} runs ({cells} cells x {repetitions} repetitions), about"
+            f" {job.total_s / 60:.1f} min in all, ending about {_clock(now, job.total_s)}")
+
+
+def progress_note(job: JobPlan, finished_s: Sequence[float], running_for_s: float, now: datetime) -> str:
+    """Where a progress line stands in the job: the run under way, of how many, and the ETA."""
+    left = seconds_left(job, finished_s, running_for_s)
+    run = min(len(finished_s) + 1, len(job.runs))
+    return f"run {run} of {len(job.runs)}, about {left / 60:.1f} min left, ending about {_clock(now, left)}"
+
+
+def _clock(now: datetime, seconds: float) -> str:
+    return f"{now + timedelta(seconds=seconds):%H:%M}"
 
 
 def _scales(runs: Sequence[PlannedRun], measured_s: Sequence[float]) -> dict[str, float]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from harness.budget import JobPlan, PlannedRun, seconds_left
+from harness.budget import JobPlan, PlannedRun, plan_line, progress_note, seconds_left
 
 
 def planned(system, seconds, repetition=1):
@@ -46,3 +48,15 @@ def test_after_the_last_run_only_the_report_is_left():
 def test_more_finished_runs_than_planned_is_an_error():
     with pytest.raises(ValueError, match="7 runs finished, but the job has 6"):
         seconds_left(JOB, [1.0] * 7)
+
+
+NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+
+
+def test_the_plan_says_its_runs_its_total_and_when_it_ends():
+    assert plan_line(JOB, NOW) == "plan: 6 runs (3 cells x 2 repetitions), about 3.6 min in all, ending about 06:03"
+
+
+def test_a_progress_note_counts_the_run_under_way_and_the_time_left():
+    # Static under way for 5 s after continuous ran as estimated: 15 + 90 + 5 s left.
+    assert progress_note(JOB, [10.0], 5.0, NOW) == "run 2 of 6, about 1.8 min left, ending about 06:01"
