@@ -37,11 +37,11 @@ def run(command, checkout, code):
 
 
 @pytest.mark.parametrize(("code", "meaning"), [
-    (0, "every headline ratio is stable"),
+    (0, "the smoke run's report is written and every request completed"),
     (1, "a run or a server failed"),
     (2, "bad input"),
     (3, "a headline ratio is UNSTABLE"),
-    (130, "interrupted"),
+    (130, "interrupted: the report of the runs that finished, if any, is written and marked STOPPED"),
 ])
 def test_the_script_exits_with_batchbench_s_code_and_says_what_it_means(checkout, code, meaning):
     result = run(["./reproduce", "--quick"], checkout, code)
@@ -49,6 +49,13 @@ def test_the_script_exits_with_batchbench_s_code_and_says_what_it_means(checkout
     assert result.stdout == "batchbench reproduce --quick\n"
     (last,) = result.stderr.splitlines()[-1:]
     assert last.startswith(f"batchbench reproduce exited {code}: ") and meaning in last
+
+
+def test_a_measurement_s_exit_0_says_every_ratio_is_stable(checkout):
+    result = run(["./reproduce"], checkout, 0)
+    assert result.returncode == 0
+    assert result.stderr.splitlines()[-1] == (
+        "batchbench reproduce exited 0: the report is written and every headline ratio is stable")
 
 
 def test_make_reproduce_says_the_meaning_though_make_exits_2(checkout):

@@ -9,8 +9,8 @@ for the last stream to close, writing the run directory.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from harness.workload import RequestPlan, WorkloadSpec, build_plan
 
 @dataclass(frozen=True)
 class MachineCost:
-    """What a run costs on one machine and server: its engine steps and a fixed overhead."""
+    """What a run costs on one machine and its servers: engine steps and a fixed overhead."""
 
     step_cost: StepCost
     batch_size: int
@@ -30,6 +30,12 @@ class MachineCost:
     # Idle engine time between naive waves: the client receives a whole wave before it
     # sends the next (harness.paper.simulate).
     wave_gap_s: float = 0.0
+    # A system served by another server (static's) has that server's fitted steps.
+    system_step_costs: Mapping[str, StepCost] = field(default_factory=dict)
+
+    def cost_for(self, system: str) -> StepCost:
+        """The step cost `system`'s runs are simulated with."""
+        return self.system_step_costs.get(system, self.step_cost)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -86,7 +92,7 @@ def simulate_run(plan: RequestPlan, system: SystemName, machine: MachineCost) ->
     else:
         rows = machine.batch_size
         arrivals = np.array([request.arrival_s for request in plan.requests], dtype=float)
-    return simulate(system, outputs, rows, machine.step_cost, prompt_tokens=prompts, arrivals=arrivals,
+    return simulate(system, outputs, rows, machine.cost_for(system), prompt_tokens=prompts, arrivals=arrivals,
                     wave_gap_s=machine.wave_gap_s)
 
 

@@ -4,8 +4,9 @@ Every workload gets one request count, and every system of it runs the identical
 The count gives the workload's fastest system a run of T seconds, the same T for every
 workload (as the CPU workloads were sized by hand): T is the largest that keeps the
 job's estimate within the budget, and never under MIN_RUN_S, the shortest run a figure
-survives here. A budget that cannot keep every workload at that length is refused:
-dropping a spread would change the question the job answers.
+survives here. No budget means the smallest job that keeps every rule below. A budget
+that cannot keep every workload is refused: dropping a spread would change the question
+the job answers.
 
 A burst's makespan grows almost linearly with its request count, so two simulations per
 (workload, system), at the full plan and at half of it, give the line that the search
@@ -15,8 +16,9 @@ still falls short of MIN_RUN_S is raised.
 What shrinking costs: a burst ends in a tail where the last long requests run alone in a
 nearly empty batch, and the tail is a larger share of a smaller plan; fewer requests
 also sample the length distribution more coarsely. The step model predicts each headline
-ratio at the sized plan and at the full one, and a budget whose plans would move a ratio
-by more than MAX_RATIO_SHIFT is refused.
+ratio at smaller and smaller plans against the full one: a workload's floor is the
+smallest plan (in steps of a twentieth of the full one) above which no ratio moves by
+more than MAX_RATIO_SHIFT, and no budget takes a plan below its floor.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class _Line:
 
 
 def size_for_budget(
-    budget_min: float,
+    budget_min: float | None,
     specs: Sequence[WorkloadSpec],
     systems: Sequence[SystemName],
     repetitions: int,
@@ -100,52 +102,78 @@ def size_for_budget(
 ) -> Sizing:
     """Choose each workload's request count so that the job's estimate fits `budget_min` minutes.
 
+    `budget_min` None: every workload at its floor, the smallest job the rules allow.
     `before_s` and `after_s`: the job's time before its first run (servers) and after its
     last (the report). UsageError (one line) for a budget that is not a positive number of
-    minutes, a workload sized by duration, a budget too small to give every workload's
-    fastest system `min_run_s`, or one whose plans would move a headline ratio by more than
-    `max_ratio_shift` against the full plans.
+    minutes, a workload sized by duration, or a budget too small for every workload at
+    its floor: its fastest system's run at least `min_run_s`, and no headline ratio moved
+    by more than `max_ratio_shift` against the full plan.
     """
-    if not (math.isfinite(budget_min) and budget_min > 0):
+    if budget_min is not None and not (math.isfinite(budget_min) and budget_min > 0):
         raise UsageError(f"budget: must be a positive number of minutes, got {budget_min!r}")
     for spec in specs:
         if spec.num_requests is None:
             raise UsageError(f"{spec.name}: sized by duration_s; a budget sizes workloads by num_requests")
-    budget_s = budget_min * 60.0
     lines = {spec.name: {system: _line(spec, system, machine) for system in systems} for spec in specs}
+    floors = {spec.name: max(_count(lines[spec.name], min_run_s),
+                             _faithful_floor(spec, lines[spec.name], systems, machine, min_run_s, max_ratio_shift))
+              for spec in specs}
 
-    def sized(seconds: float, floor: Sequence[SizedWorkload] = ()) -> list[SizedWorkload]:
-        least = {workload.spec.name: workload.spec.num_requests or 1 for workload in floor}
-        return [_sized(spec, max(_count(lines[spec.name], seconds), least.get(spec.name, 1)), lines[spec.name],
+    def sized(seconds: float) -> list[SizedWorkload]:
+        return [_sized(spec, max(_count(lines[spec.name], seconds), floors[spec.name]), lines[spec.name],
                        systems, machine, min_run_s) for spec in specs]
 
     def job(workloads: Sequence[SizedWorkload]) -> JobPlan:
         return plan_job([workload.spec for workload in workloads], systems, repetitions, machine, before_s, after_s)
 
-    shortest = sized(min_run_s)
-    need_s = job(shortest).total_s
+    smallest = sized(min_run_s)
+    if budget_min is None:
+        return Sizing(tuple(smallest), job(smallest))
+    budget_s = budget_min * 60.0
+    need_s = job(smallest).total_s
     if need_s > budget_s:
         raise UsageError(
             f"budget of {budget_min:g} min: {len(specs)} workload(s) x {len(systems)} system(s) x {repetitions}"
-            f" repetition(s) need about {need_s / 60:.1f} min on this machine with every run of the fastest system"
-            f" at least {min_run_s:.0f} s; give at least {math.ceil(need_s / 60)} min"
+            f" repetition(s) need about {need_s / 60:.1f} min on this machine, with every run of the fastest system"
+            f" at least {min_run_s:.0f} s and every plan large enough to keep its headline ratios within"
+            f" ±{max_ratio_shift:.0%} of the full plan's; give at least {math.ceil(need_s / 60)} min"
         )
 
     def estimate_s(seconds: float) -> float:
-        runs_s = sum(line.makespan_s(_count(by_system, seconds)) + machine.run_overhead_s
-                     for by_system in lines.values() for line in by_system.values())
+        runs_s = sum(line.makespan_s(max(_count(by_system, seconds), floors[name])) + machine.run_overhead_s
+                     for name, by_system in lines.items() for line in by_system.values())
         return before_s + after_s + repetitions * runs_s
 
     # The line ignores that runs end on whole steps and waves: shorten until the exact plans fit.
     target = _longest_fitting(estimate_s, budget_s, min_run_s)
+    workloads = smallest
     for _ in range(_MAX_RAISES):
-        workloads = sized(target, shortest)
-        total_s = job(workloads).total_s
-        if total_s <= budget_s or target <= min_run_s:
+        candidate = sized(target)
+        if job(candidate).total_s <= budget_s:
+            workloads = candidate
             break
-        target = max(min_run_s, target * budget_s / total_s)
-    _refuse_moved_ratios(budget_min, workloads, max_ratio_shift)
+        target = max(min_run_s, target * budget_s / job(candidate).total_s)
+        if target <= min_run_s:
+            break
     return Sizing(tuple(workloads), job(workloads))
+
+
+def _faithful_floor(spec: WorkloadSpec, lines: dict[SystemName, _Line], systems: Sequence[SystemName],
+                    machine: MachineCost, min_run_s: float, max_ratio_shift: float) -> int:
+    """The smallest count, on a grid of twentieths of the full plan, above which no headline
+    ratio moves past `max_ratio_shift` and the fastest run stays at least `min_run_s`."""
+    full = spec.num_requests
+    assert full is not None, "size_for_budget refuses workloads sized by duration"
+    step = max(1, full // 20)
+    floor = full
+    for count in range(full - step, 0, -step):
+        schedules = {system: _schedule(spec, count, system, machine) for system in systems}
+        if min(schedule.makespan_s for schedule in schedules.values()) < min_run_s:
+            break
+        if any(abs(shift) > max_ratio_shift for shift in _shifts(schedules, lines).values()):
+            break
+        floor = count
+    return floor
 
 
 def _line(spec: WorkloadSpec, system: SystemName, machine: MachineCost) -> _Line:
@@ -198,29 +226,17 @@ def _sized(spec: WorkloadSpec, count: int, lines: dict[SystemName, _Line], syste
         count = min(max(count + 1, math.ceil(count * min_run_s / fastest)), MAX_REQUESTS)
     full_requests = spec.num_requests
     assert full_requests is not None, "size_for_budget refuses workloads sized by duration"
-    shifts = {
+    return SizedWorkload(spec.model_copy(update={"num_requests": count}), full_requests, fastest,
+                         _shifts(schedules, lines))
+
+
+def _shifts(schedules: dict[SystemName, ScheduleResult], lines: dict[SystemName, _Line]) -> dict[str, float]:
+    """Each headline ratio of total tok/s at these schedules over at the full plan's, minus 1."""
+    return {
         f"{top}/{bottom}": _ratio(schedules[top], schedules[bottom]) / _ratio(lines[top].full, lines[bottom].full) - 1
         for top, bottom in HEADLINE_RATIOS if top in schedules and bottom in schedules
     }
-    return SizedWorkload(spec.model_copy(update={"num_requests": count}), full_requests, fastest, shifts)
 
 
 def _ratio(top: ScheduleResult, bottom: ScheduleResult) -> float:
     return top.total_tokens_per_s / bottom.total_tokens_per_s
-
-
-def _refuse_moved_ratios(budget_min: float, workloads: Sequence[SizedWorkload], max_ratio_shift: float) -> None:
-    """UsageError when a plan smaller than its full one moves a headline ratio past `max_ratio_shift`."""
-    for workload in workloads:
-        count = workload.spec.num_requests
-        assert count is not None, "a sized workload has a request count"
-        if count >= workload.full_requests:
-            continue
-        for name, shift in workload.ratio_shift.items():
-            if abs(shift) > max_ratio_shift:
-                raise UsageError(
-                    f"budget of {budget_min:g} min: {workload.spec.name} at {count} of its {workload.full_requests}"
-                    f" requests would move {name} by {shift:+.1%} against the full plan (limit"
-                    f" ±{max_ratio_shift:.0%}: a smaller plan's tail, where the last long requests run alone, weighs"
-                    " more); give a larger budget"
-                )

@@ -19,7 +19,8 @@ from harness.analysis.step_cost_fit import StepCostFit
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, SideBySide, Table
 from harness.report.plots import RatioPoint, headline_plot
 
-SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."
+SMOKE_BANNER = ("Smoke run, not a measurement: cells are too short and too few to trust (--quick). It checks that"
+                " every request completes; stability is not judged.")
 
 
 def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCostFit | None = None,
@@ -32,14 +33,16 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
     blocks: list[Block] = []
     if smoke:
         blocks.append(Paragraph(f"**{SMOKE_BANNER}**"))
-    unstable = [row for row in rows if not row.stable]
+    unstable = [] if smoke else [row for row in rows if not row.stable]
     verdict = (
-        "Every headline ratio is STABLE."
+        "Stability is not judged in a smoke run."
+        if smoke
+        else "Every headline ratio is STABLE."
         if not unstable
         else f"UNSTABLE at {', '.join(level_name(row.level) for row in unstable)}: no acceptance line is drawn"
         " from those levels (one line each under the table; the cells in full under 'Every cell, repeated')."
     )
-    warned = [level_name(row.level) for row in rows if row.notes]
+    warned = [] if smoke else [level_name(row.level) for row in rows if row.notes]
     if warned:
         verdict += (f" At {', '.join(warned)} the machine's speed or the schedule varied between repetitions"
                     " (warnings under 'Every cell, repeated'): the verdict is on the ratios, not on the cells'"
@@ -60,7 +63,7 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
             level_name(row.level),
             *(_ratio(row.ratios.get(name)) for name in ratio_names),
             *(_ratio(row.normalised_ratios.get(name)) for name in at_one_speed),
-            "stable" if row.stable else "UNSTABLE",
+            "not judged" if smoke else "stable" if row.stable else "UNSTABLE",
         )
         for row in rows
     )
