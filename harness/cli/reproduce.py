@@ -1,16 +1,18 @@
 """`batchbench reproduce`: the Anyscale-style sweep end to end, and its report.
 
-One server start per mode, both up for the whole sweep: the continuous server hosts
-the continuous runs and the naive padded waves, the static server the static runs, and
-every repetition runs each workload on all three systems back to back. There is no separate
-calibration phase: the predictions come from step costs fitted on the runs'
-own engine steps (harness.analysis.step_predict).
+One server start per mode, both started at once and up for the whole sweep: the
+continuous server hosts the continuous runs and the naive padded waves, the static server
+the static runs, and every repetition runs each workload on all three systems back to
+back. Before the first run a probe of each server (harness.probe) prices this machine's
+steps; the plans are sized from it (harness.budget), and every progress line says where
+the job stands and when it should end. A report is written after every repetition, and
+after Ctrl-C. There is no separate calibration phase: the predictions come from step costs
+fitted on the runs' own engine steps (harness.analysis.step_predict).
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import logging
 import math
@@ -36,8 +38,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 # The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
-# the default to keep the sweep shorter (three repetitions of 20 s cells already take
-# over 15 minutes on 2 cores: docs/validation/reproduction.md); add it with --workloads.
+# the default to keep the job shorter (the four alone take about 20 minutes at their
+# smallest faithful plans: docs/validation/job-clock.md); add it with --workloads.
 CPU_WORKLOADS = (
     "cpu-anyscale-cap32",
     "cpu-anyscale-cap128",
@@ -45,8 +47,8 @@ CPU_WORKLOADS = (
     "cpu-anyscale-cap1536",
 )
 DEFAULT_REPETITIONS = 3
-# --quick: one repetition of requests this many per workload (seconds per cell, not 20+).
-QUICK_REQUESTS = 64
+# --quick: one repetition of this many requests per workload, two batches of 16 (seconds per cell, not 20+).
+QUICK_REQUESTS = 32
 EXIT_UNSTABLE = 3
 # Ctrl-C: the shell's code for SIGINT; the report of the finished runs is written first.
 EXIT_INTERRUPTED = 130
@@ -217,43 +219,28 @@ def _check_sizing_options(args: argparse.Namespace) -> None:
 
 
 def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -> dict[Mode, SweepTarget]:
-    """The servers the sweep runs on: those given as endpoints, the others launched side by side."""
+    """The servers the sweep runs on: those given as endpoints, the others launched one after the other.
+
+    One after the other, not side by side: each start is mostly imports and compilation,
+    and both use every core, so two starts at once take as long as two in turn, and the
+    second misses the compile cache the first fills (docs/validation/job-clock.md#server-start).
+    """
     from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.sweep import SweepTarget
-    from launchers.models import resolve_model
 
     wanted: dict[Mode, str | None] = {"continuous": args.endpoint}
     if not args.endpoint or args.static_endpoint:
         wanted["static"] = args.static_endpoint
-    to_launch = [mode for mode, endpoint in wanted.items() if endpoint is None]
-    if to_launch:
-        # Made once here, so the servers starting side by side find it made.
-        resolve_model(server_spec(args, to_launch[0]).model)
-    # Both servers start at once: each spends most of its start importing vLLM and
-    # compiling, one process at a time, so two starts overlap on two cores.
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(len(to_launch), 1))
-    futures = {mode: pool.submit(start, server_spec(args, mode), log_dir=out / "servers" / mode)
-               for mode in to_launch}
-    try:
-        concurrent.futures.wait(futures.values())
-    finally:
-        # Ctrl-C or a failed start: the starts under way end first, and every server that
-        # came up stops with the stack.
-        pool.shutdown(wait=True)
-        for future in futures.values():
-            if not future.cancelled() and future.exception() is None:
-                stack.enter_context(future.result())
-    urls: dict[Mode, str] = {}
-    infos: dict[Mode, dict | None] = {}
-    for mode, future in futures.items():
-        server = future.result()
-        urls[mode], infos[mode] = server.base_url, asdict(server.info)
     targets: dict[Mode, SweepTarget] = {}
     for mode, endpoint in wanted.items():
-        url = endpoint or urls[mode]
+        server_info, url = None, endpoint
+        if endpoint is None:
+            server = stack.enter_context(start(server_spec(args, mode), log_dir=out / "servers" / mode))
+            url, server_info = server.base_url, asdict(server.info)
+        assert url is not None, "the endpoint given, or the launched server's"
         # A launched server serves the model it was given; an endpoint must serve the one named.
         info = probe_endpoint(url, {}, args.model if endpoint else None)
-        targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, infos.get(mode))
+        targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
     return targets
 
 
