@@ -1,12 +1,12 @@
 """A short probe of this machine and its servers, before a job's first run: the step costs
 and the per-run overhead that the job's plan is estimated and sized with (harness.budget).
 
-One small burst per server, mixed from every workload of the job (the first requests of
-each plan, interleaved), so that its steps span the prefills, batch sizes and contexts
-the job meets: a burst of the widest spread alone priced the narrow spreads' steps 13-16%
-low (docs/validation/job-clock.md#the-probe-and-the-eta). It is made as an ordinary run
-into the probe's own directory, then fitted as the report fits its runs
-(harness.analysis.step_predict).
+One small burst per server, on the widest spread of the job's workloads, made as an
+ordinary run into the probe's own directory, then fitted as the report fits its runs
+(harness.analysis.step_predict). Its fit prices the job's runs 3-20% low, so the plans
+it sizes last longer than aimed at, not shorter; a burst mixed from every workload
+priced them up to 46% high, and sized runs under 20 s
+(docs/validation/job-clock.md#the-probe-and-the-eta).
 A server without an engine step log (one we did not launch) gives no fit: no probe.
 """
 
@@ -26,8 +26,6 @@ from harness.budget import MachineCost
 from harness.rundir.reader import load_run
 from harness.systems import SERVER_MODE, Mode, SystemName
 from harness.workload import WorkloadSpec, build_plan
-from harness.workload.distributions import ChoiceLength
-from harness.workload.spec import BurstArrival
 
 if TYPE_CHECKING:
     from harness.sweep import SweepTarget
@@ -58,9 +56,10 @@ def probe_machine(
     # Here, not at the top: the load driver gevent-patches the process that imports it.
     from harness.sweep import SweepCell, iter_runs
 
-    probe = mixed_probe(specs)
+    spec = max(specs, key=lambda workload: max(request.output_tokens for request in build_plan(workload).requests))
+    probe = spec.model_copy(update={"name": f"probe-{spec.name}", "num_requests": PROBE_REQUESTS})
     cells = [SweepCell(PROBE_SYSTEM[mode], probe, target) for mode, target in targets.items()]
-    logger.info(f"probing this machine: {PROBE_REQUESTS} requests mixed from {len(specs)} workload(s) on each server")
+    logger.info(f"probing this machine: {PROBE_REQUESTS} requests of {spec.name} on each server")
     finished = list(iter_runs(cells, out_dir, repetitions=1))
     costs, overheads = {}, []
     for run in finished:
@@ -82,17 +81,3 @@ def probe_machine(
     )
     return Probe(machine, sum(run.seconds for run in finished))
 
-
-def mixed_probe(specs: Sequence[WorkloadSpec]) -> WorkloadSpec:
-    """A burst of PROBE_REQUESTS: the first requests of every workload's plan, interleaved."""
-    plans = [build_plan(spec).requests for spec in specs]
-    pairs = [(plan[i].prompt_tokens, plan[i].output_tokens)
-             for i in range(PROBE_REQUESTS) for plan in plans if i < len(plan)][:PROBE_REQUESTS]
-    prompts, outputs = zip(*pairs, strict=True)
-    return specs[0].model_copy(update={
-        "name": "probe", "description": "the probe's burst: every workload's first requests",
-        "num_requests": len(pairs),
-        "prompt_tokens": ChoiceLength(values=prompts, order="cycle"),
-        "output_tokens": ChoiceLength(values=outputs, order="cycle"),
-        "arrival": BurstArrival(kind="burst"), "duration_s": None, "scaled_from": None, "scaling": None,
-    })
