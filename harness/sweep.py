@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from harness.workload import WorkloadSpec, build_plan
 
 logger = logging.getLogger(__name__)
 RUN_INDENT = "    "
+# The runner's periodic line, "k/N done, ...": the lines that carry the job's ETA.
+_PROGRESS_LINE = re.compile(r"^\s*\d+/\d+ done, ")
 
 
 @dataclass(frozen=True)
@@ -47,16 +51,31 @@ class SweepCell:
     target: SweepTarget
 
 
-def run_cells(
+@dataclass(frozen=True)
+class FinishedRun:
+    """A run the sweep has made: its directory, its repetition and how long it took, wall clock."""
+
+    path: Path
+    repetition: int
+    seconds: float
+
+
+# What a progress line adds after its own text: where the whole job stands (None: nothing).
+ProgressNote = Callable[[], "str | None"]
+
+
+def iter_runs(
     cells: Sequence[SweepCell],
     runs_dir: Path,
     repetitions: int,
     first_repetition: int = 1,
     cluster: ClusterSpec | None = None,
-) -> list[Path]:
-    """Run each cell `repetitions` times, in the order given; return the run directories.
+    note: ProgressNote | None = None,
+) -> Iterator[FinishedRun]:
+    """Run each cell `repetitions` times, in the order given, yielding each run as it finishes.
 
     `cluster`: every run's load goes through Locust's master and these workers (None: one process).
+    `note`: called for every progress line; what it returns is appended to the line.
 
     Run directories are numbered from `first_repetition` (-r1, -r2, ...; no suffix for a
     single repetition numbered 1), so a later call can add repetitions beside earlier ones.
@@ -65,33 +84,55 @@ def run_cells(
     servers too: the servers stay up side by side (an idle vLLM server sleeps), so a
     drift of the machine's speed lands on every system alike, static included, instead
     of on the server that happened to run later.
+
+    Ctrl-C in a run: the run keeps its finished rows (harness.driver.runner.execute) and
+    KeyboardInterrupt propagates; the runs yielded before it are whole.
     """
     targets = list({id(cell.target): cell.target for cell in cells}.values())
     for target in targets:
         warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
-    made = []
     for rep in range(first_repetition, first_repetition + repetitions):
         for cell in cells:
             suffix = f"-r{rep}" if repetitions > 1 or first_repetition > 1 else ""
             out = runs_dir / f"{cell.system}-{cell.spec.name}{suffix}"
-            logger.info(f"[{cell.system}] {cell.spec.name}{suffix}")
-            with _indented(run_logger):
+            header = f"[{cell.system}] {cell.spec.name}{suffix}"
+            where = note() if note else None
+            logger.info(f"{header} ({where})" if where else header)
+            began = time.monotonic()
+            with _indented(run_logger, note):
                 execute(_request(cell.target, cell.spec, cell.system, out, cluster))
-            made.append(out)
-    return made
+            yield FinishedRun(out, rep, time.monotonic() - began)
+
+
+def run_cells(
+    cells: Sequence[SweepCell],
+    runs_dir: Path,
+    repetitions: int,
+    first_repetition: int = 1,
+    cluster: ClusterSpec | None = None,
+) -> list[Path]:
+    """Every run of `iter_runs`, made in turn; their directories in order."""
+    return [run.path for run in iter_runs(cells, runs_dir, repetitions, first_repetition, cluster)]
 
 
 class _Indent(logging.Filter):
-    """Prefixes each record's message, so a run's lines sit under its cell's header."""
+    """Prefixes each record's message, so a run's lines sit under its cell's header, and
+    appends the job's progress note to lines that report progress."""
+
+    def __init__(self, note: ProgressNote | None) -> None:
+        super().__init__()
+        self.note = note
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = RUN_INDENT + record.getMessage(), ()
+        message = record.getMessage()
+        where = self.note() if self.note and _PROGRESS_LINE.search(message) else None
+        record.msg, record.args = RUN_INDENT + message + (f" | {where}" if where else ""), ()
         return True
 
 
 @contextlib.contextmanager
-def _indented(run_logger: logging.Logger) -> Iterator[None]:
-    indent = _Indent()
+def _indented(run_logger: logging.Logger, note: ProgressNote | None = None) -> Iterator[None]:
+    indent = _Indent(note)
     run_logger.addFilter(indent)
     try:
         yield

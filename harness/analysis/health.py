@@ -1,8 +1,10 @@
 """Is a run, and a cell of repeated runs, fit to be reported? The health verdict.
 
-Pure functions, no I/O. A run or a cell is UNSTABLE when any `unstable` check fails;
-a `note` check is shown but does not change the verdict. No acceptance line is drawn
-from an unstable cell, and `reproduce` exits 3 when a headline cell is unstable.
+Pure functions, no I/O. A run, a cell or a headline row is UNSTABLE when any `unstable`
+check fails; a `note` check is shown (a warning) but does not change the verdict. The
+headline row judges what the report claims, the ratio between systems; no acceptance
+line is drawn from an unstable row, and `reproduce` exits 3 when a headline row is
+unstable.
 
 The limits, and why (each matters on a 2-core machine: docs/process-layout.md,
 docs/validation/process-layout.md):
@@ -29,9 +31,15 @@ docs/validation/process-layout.md):
   suggest more client processes (`--workers N`); `client_bound` lists them.
 - client vs engine generated tok/s within 2%, and the same token count at both ends:
   otherwise the client's clock or stream, not the server, made the figure.
-- cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions; a note from
-  the engine's steps says whether repetitions ran another schedule or the same one at
-  another speed (machine_speed_check).
+- cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions; the engine's
+  steps say whether repetitions ran another schedule or the same one at another speed
+  (machine_speed_check). A cell spread only by the machine's speed gets a warning (a
+  note), not UNSTABLE: its absolute figure moved with the machine, and the headline's
+  paired ratios cancel that.
+- headline (headline_health): each ratio's own 95% interval half-width <= 5% of its
+  median, >= 3 repetitions, every run of its systems stable, and each system's schedule
+  the same in every repetition (engine step counts within ±5% of their median). See
+  MAX_HEADLINE_HALF_WIDTH for why 5%.
 - notes: /metrics answered p99 <= 250 ms; telemetry gap <= 1 s; the share of tokens
   that arrived coalesced (several in one chunk), which blurs TTFT and ITL but not
   throughput.
@@ -40,8 +48,8 @@ docs/validation/process-layout.md):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -62,6 +70,20 @@ MAX_FRONT_END_STARVED = 0.05
 MAX_CELL_HALF_WIDTH = 0.05
 # Repetitions whose engine step counts differ by at most this share ran the same schedule.
 SAME_SCHEDULE = 0.02
+# A headline ratio's 95% interval may span at most ±5% of its median. Pairing each
+# repetition's systems cancels the machine's drift between repetitions; what is left is the
+# ratio's own noise, about ±2% (docs/methodology.md#health-and-the-unstable-verdict). 5% is
+# several times that, and it is the precision a reproduction is held to (each ratio within
+# ±5% of the median of three reproductions), which a wider interval cannot promise.
+MAX_HEADLINE_HALF_WIDTH = 0.05
+# A system whose engine step counts spread more than this (half their range over their
+# median) ran another schedule in some repetition, and that alone could move the ratio past
+# the precision it is held to. Static batches' make-up follows arrival order and moves
+# static's step count by ±2-3.4% (docs/validation/reproduction.md): the ratio's interval
+# carries that, so it stays a note.
+MAX_SCHEDULE_SPREAD = MAX_HEADLINE_HALF_WIDTH
+MACHINE_SPEED_VARIED = "machine speed varied"
+SCHEDULE_DIFFERED = "schedule differed"
 MIN_REPETITIONS = 3
 MAX_METRICS_LATENCY_P99_S = 0.250
 MAX_TELEMETRY_GAP_S = 1.0
@@ -204,7 +226,8 @@ def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[En
 
     `engines` (the runs' engine-side figures, where known) say why repetitions spread: a
     different schedule, or the same schedule at another speed. That goes into the
-    interval's reason when the interval is too wide, else it is a note.
+    interval's reason when the interval is too wide, else it is a note. A cell spread
+    only because the machine's speed varied gets a warning (a note), not UNSTABLE.
     """
     checks: list[Check | None] = [
         Check("repetitions", float(estimate.n), MIN_REPETITIONS, estimate.n >= MIN_REPETITIONS, "unstable",
@@ -218,19 +241,78 @@ def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[En
         # A spread cell's reason says what moved it, when the engine steps can tell.
         why = f" ({speed.text})" if speed is not None and not narrow else ""
         short = f" ({speed.brief})" if speed is not None and not narrow else ""
-        checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, narrow, "unstable",
+        machine = speed is not None and speed.brief == MACHINE_SPEED_VARIED and not speed.passed
+        checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, narrow, "note" if machine else "unstable",
                             f"repetitions spread: 95% interval ±{half:.1%} of the median{why}",
                             f"spread ±{half:.1%}{short}"))
         if why:
             speed = None
-    unstable_runs = sum(not run.stable for run in runs)
-    if unstable_runs:
-        first = next(run for run in runs if not run.stable).reasons[0]
-        checks.append(Check("runs", float(unstable_runs), 0.0, False, "unstable",
-                            f"{unstable_runs} of {len(runs)} runs unstable ({first})",
-                            f"{unstable_runs} of {len(runs)} runs unstable"))
+    checks.append(_runs_check(runs))
     checks.append(speed)
     return Health(tuple(check for check in checks if check is not None))
+
+
+def _runs_check(runs: Sequence[Health]) -> Check | None:
+    """A failed check when any of `runs` is unstable, naming the first one's first reason."""
+    unstable_runs = sum(not run.stable for run in runs)
+    if not unstable_runs:
+        return None
+    first = next(run for run in runs if not run.stable).reasons[0]
+    return Check("runs", float(unstable_runs), 0.0, False, "unstable",
+                 f"{unstable_runs} of {len(runs)} runs unstable ({first})",
+                 f"{unstable_runs} of {len(runs)} runs unstable")
+
+
+@dataclass(frozen=True)
+class HeadlineMember:
+    """One system of a headline row: its runs' verdicts and engine-side figures."""
+
+    system: str
+    runs: tuple[Health, ...]
+    engines: tuple[EngineMetrics | None, ...] = ()
+
+
+def headline_health(ratios: Mapping[str, Estimate], members: Sequence[HeadlineMember]) -> Health:
+    """The verdict on what a headline row claims: its ratios between systems.
+
+    UNSTABLE when a ratio has fewer than MIN_REPETITIONS repetitions or an interval wider
+    than MAX_HEADLINE_HALF_WIDTH, when a run of a member system is unstable, or when a
+    member's schedule differed between repetitions by more than MAX_SCHEDULE_SPREAD. The
+    machine's speed varying between repetitions is a note: a paired ratio cancels it, and
+    when it does not, the ratio's interval is wide.
+    """
+    checks: list[Check] = []
+    for name, ratio in ratios.items():
+        checks.append(Check("repetitions", float(ratio.n), MIN_REPETITIONS, ratio.n >= MIN_REPETITIONS, "unstable",
+                            f"{name}: {ratio.n} repetition(s), fewer than {MIN_REPETITIONS}: no interval",
+                            f"{name} {ratio.n} repetition(s), {MIN_REPETITIONS} needed"))
+        half = ratio.half_width_rel
+        if ratio.n >= 2 and math.isfinite(half):
+            kind = "paired by repetition" if "paired" in ratio.method else "unpaired"
+            checks.append(Check("ratio interval", half, MAX_HEADLINE_HALF_WIDTH, half <= MAX_HEADLINE_HALF_WIDTH,
+                                "unstable",
+                                f"{name}: 95% interval ±{half:.1%} of the median ({kind}), wider than the"
+                                f" ±{MAX_HEADLINE_HALF_WIDTH:.0%} a headline ratio is held to",
+                                f"{name} ±{half:.1%}"))
+    for member in members:
+        schedule = schedule_check(member.engines)
+        speed = machine_speed_check(member.engines) if schedule is None or schedule.passed else None
+        for check in (_runs_check(member.runs), schedule, speed):
+            if check is not None:
+                checks.append(replace(check, text=f"{member.system}: {check.text}",
+                                      brief=f"{member.system} {check.brief or check.name}"))
+    return Health(tuple(checks))
+
+
+def schedule_check(engines: Sequence[EngineMetrics | None]) -> Check | None:
+    """Did every repetition run the same schedule? UNSTABLE past MAX_SCHEDULE_SPREAD; None if unknown."""
+    steps = np.array([engine.steps for engine in engines if engine is not None and engine.steps > 0], dtype=float)
+    if len(steps) < 2:
+        return None
+    spread = float((steps.max() - steps.min()) / 2 / np.median(steps))
+    return Check("schedule", spread, MAX_SCHEDULE_SPREAD, spread <= MAX_SCHEDULE_SPREAD, "unstable",
+                 f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps"
+                 f" (±{spread:.1%}, limit ±{MAX_SCHEDULE_SPREAD:.0%})", SCHEDULE_DIFFERED)
 
 
 def machine_speed_check(engines: Sequence[EngineMetrics | None]) -> Check | None:
@@ -247,11 +329,11 @@ def machine_speed_check(engines: Sequence[EngineMetrics | None]) -> Check | None
     step_ms = np.array([engine.median_step_s for engine in known]) * 1000.0
     spread = float((step_ms.max() - step_ms.min()) / 2 / np.median(step_ms))
     if (steps.max() - steps.min()) / np.median(steps) > SAME_SCHEDULE:
-        brief = "schedule differed"
+        brief = SCHEDULE_DIFFERED
         text = (f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps,"
                 f" median step {step_ms.min():.1f}-{step_ms.max():.1f} ms")
     else:
-        brief = "machine speed varied"
+        brief = MACHINE_SPEED_VARIED
         text = (f"same schedule ({steps.min():.0f}-{steps.max():.0f} engine steps) at median step times of"
                 f" {step_ms.min():.1f}-{step_ms.max():.1f} ms (±{spread:.0%}): the machine's speed varied,"
                 " not the scheduler")

@@ -1,10 +1,13 @@
 """`batchbench reproduce`: the Anyscale-style sweep end to end, and its report.
 
-One server start per mode, both up for the whole sweep: the continuous server hosts
-the continuous runs and the naive padded waves, the static server the static runs, and
-every repetition runs each workload on all three systems back to back. There is no separate
-calibration phase: the predictions come from step costs fitted on the runs'
-own engine steps (harness.analysis.step_predict).
+One server start per mode, both started at once and up for the whole sweep: the
+continuous server hosts the continuous runs and the naive padded waves, the static server
+the static runs, and every repetition runs each workload on all three systems back to
+back. Before the first run a probe of each server (harness.probe) prices this machine's
+steps; the plans are sized from it (harness.budget), and every progress line says where
+the job stands and when it should end. A report is written after every repetition, and
+after Ctrl-C. There is no separate calibration phase: the predictions come from step costs
+fitted on the runs' own engine steps (harness.analysis.step_predict).
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import platform
 import time
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
@@ -25,11 +30,16 @@ from harness.errors import UsageError
 from harness.systems import SERVER_MODE, SYSTEMS, Mode
 from launchers import start
 
+if TYPE_CHECKING:
+    from harness.budget import JobPlan
+    from harness.sweep import SweepTarget
+    from harness.workload import WorkloadSpec
+
 logger = logging.getLogger(__name__)
 
 # The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
-# the default to keep the sweep shorter (three repetitions of 20 s cells already take
-# over 15 minutes on 2 cores: docs/validation/reproduction.md); add it with --workloads.
+# the default to keep the job shorter (the four alone take about 20 minutes at their
+# smallest faithful plans: docs/validation/job-clock.md); add it with --workloads.
 CPU_WORKLOADS = (
     "cpu-anyscale-cap32",
     "cpu-anyscale-cap128",
@@ -37,9 +47,13 @@ CPU_WORKLOADS = (
     "cpu-anyscale-cap1536",
 )
 DEFAULT_REPETITIONS = 3
-# --quick: one repetition of requests this many per workload (seconds per cell, not 20+).
-QUICK_REQUESTS = 64
+# --quick: one repetition of this many requests per workload, two batches of 16 (seconds per cell, not 20+).
+QUICK_REQUESTS = 32
 EXIT_UNSTABLE = 3
+# Ctrl-C: the shell's code for SIGINT; the report of the finished runs is written first.
+EXIT_INTERRUPTED = 130
+# Analysing and rendering a report takes 4-10 s here (one repetition to all 36 runs): one per repetition.
+REPORT_S = 8.0
 CAVEATS = (
     "The CPU default serves a 4-layer Llama with hidden size 256 on one core. Unlike an 8B model on a GPU, its"
     " decode step is not dominated by reading weights, so a step of 16 sequences costs several times a step of"
@@ -76,10 +90,22 @@ def add_parser(subparsers) -> None:
         help=f"runs per system and workload, interleaved (default {DEFAULT_REPETITIONS}; median and 95%% interval)",
     )
     parser.add_argument(
+        "--budget-min",
+        type=float,
+        help="size every workload's plan so that the whole job takes about this many minutes on this machine"
+        " (default: the smallest job whose fastest runs last 20 s and whose plans keep the ratios of the"
+        " full ones; a budget below that is refused)",
+    )
+    parser.add_argument(
+        "--full-size",
+        action="store_true",
+        help="run every workload at its own request count, whatever it costs (the reference report's plans)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"smoke run: 1 repetition of {QUICK_REQUESTS} requests per workload;"
-        " the report says it is not a measurement",
+        help=f"smoke run: 1 repetition of {QUICK_REQUESTS} requests per workload; exit 0 when every request"
+        " completed; the report says it is not a measurement",
     )
     parser.add_argument("--out", type=Path, help="report directory (default: reports/<date>-<host>)")
     parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
@@ -99,15 +125,15 @@ def run(args: argparse.Namespace) -> int:
     specs = load_specs([name.strip() for name in args.workloads.split(",") if name.strip()])
     if args.repetitions < 1:
         raise UsageError(f"--repetitions must be at least 1, got {args.repetitions}")
+    _check_sizing_options(args)
 
     from harness.driver.distributed.shard import cluster_spec
-    from harness.driver.endpoint import load_tokenizer, probe_endpoint
     from harness.driver.runner import require_new_dir
     from harness.history import HistoryStore
     from harness.history.record import record
-    from harness.report.assemble import assemble_report
+    from harness.report.assemble import JobStage, assemble_report
     from harness.settings import Settings
-    from harness.sweep import SweepCell, SweepTarget, check_sweep_workers, run_cells
+    from harness.sweep import SweepCell, check_sweep_workers, iter_runs
 
     repetitions = 1 if args.quick else args.repetitions
     if args.quick:
@@ -120,34 +146,48 @@ def run(args: argparse.Namespace) -> int:
     store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
     runs_dir = out / "runs"
 
-    def target_for(mode: Mode, endpoint: str | None, stack: contextlib.ExitStack) -> SweepTarget:
-        server_info, url = None, endpoint
-        if endpoint is None:
-            server = stack.enter_context(start(server_spec(args, mode), log_dir=out / "servers" / mode))
-            url, server_info = server.base_url, asdict(server.info)
-        assert url is not None, "the endpoint given, or the launched server's"
-        # A launched server serves the model it was given; an endpoint must serve the one named.
-        info = probe_endpoint(url, {}, args.model if endpoint else None)
-        return SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
-
     skipped = []
+    if args.endpoint and not args.static_endpoint:
+        skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
+    finished: list[Path] = []
+    stopped = None
+
+    def write(stage: JobStage | None):
+        return assemble_report(finished, out, caveats=[*CAVEATS, *skipped], smoke=args.quick, allow_partial=True,
+                               stage=stage)
+
     with contextlib.ExitStack() as stack:
-        targets: dict[Mode, SweepTarget] = {"continuous": target_for("continuous", args.endpoint, stack)}
-        if args.endpoint and not args.static_endpoint:
-            skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
-        else:
-            targets["static"] = target_for("static", args.static_endpoint, stack)
-        # Per workload the three systems back to back, so each repetition's ratios compare
-        # runs minutes apart at most.
+        targets = _targets(args, out, stack)
+        specs, job = _plan(args, specs, targets, repetitions, out / "probe")
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in specs for system in SYSTEMS if SERVER_MODE[system] in targets]
-        run_dirs = run_cells(cells, runs_dir, repetitions, cluster=cluster)
+        clock = _JobClock(job, len(cells) * repetitions)
+        try:
+            # Per workload the three systems back to back, so each repetition's ratios compare
+            # runs minutes apart at most.
+            for made in iter_runs(cells, runs_dir, repetitions, cluster=cluster, note=clock.note):
+                finished.append(made.path)
+                clock.run_done()
+                if made.repetition < repetitions and len(finished) == made.repetition * len(cells):
+                    report = write(JobStage("PRELIMINARY", f"{made.repetition} of {repetitions} repetitions;"
+                                            " the next repetition rewrites this report"))
+                    logger.info(f"preliminary report ({made.repetition} of {repetitions} repetitions):"
+                                f" {report.paths.html}")
+        except KeyboardInterrupt:
+            stopped = f"stopped by Ctrl-C after {len(finished)} of {clock.total_runs} runs"
+            logger.info(f"{stopped}: writing the report of the finished runs")
+    if stopped is not None:
+        if not finished:
+            logger.info(f"no run finished: no report; exit {EXIT_INTERRUPTED}")
+            return EXIT_INTERRUPTED
+        report = write(JobStage("STOPPED", f"{stopped}; it holds only the runs that finished"))
+        print(report.paths.html)
+        logger.info(f"partial report of {len(finished)} runs: {report.paths.html}; exit {EXIT_INTERRUPTED}")
+        return EXIT_INTERRUPTED
     logger.info("analysing and rendering the report")
     # A run with failed requests is this command's own finding: reported (as PARTIAL), then exit 1.
-    report = assemble_report(
-        run_dirs, out, caveats=[*CAVEATS, *skipped], smoke=args.quick, allow_partial=True
-    )
-    if store is not None:
+    report = write(None)
+    if store is not None and not args.quick:
         record(store, report.assessed, "reproduce", out.name)
     minutes = (time.monotonic() - began) / 60
     logger.info(f"reproduction done in {minutes:.1f} min: {report.paths.markdown} and {report.paths.html}")
@@ -155,8 +195,101 @@ def run(args: argparse.Namespace) -> int:
     if report.partial:
         logger.info(f"{len(report.partial)} runs have failed or missing requests: {report.partial[0]}; exit 1")
         return 1
+    if args.quick:
+        logger.info("smoke run: every request completed; stability is not judged; exit 0")
+        return 0
     if not report.stable:
         unstable = ", ".join(str(row.level) for row in report.headline if not row.stable) or "no headline"
-        logger.info(f"UNSTABLE headline cells ({unstable}): the report says why; exit {EXIT_UNSTABLE}")
+        logger.info(f"UNSTABLE headline ratios ({unstable}): the report says why; exit {EXIT_UNSTABLE}")
         return EXIT_UNSTABLE
     return 0
+
+
+def _check_sizing_options(args: argparse.Namespace) -> None:
+    """Refuse sizing options that contradict each other or cannot be met, before anything starts."""
+    chosen = [flag for flag, given in (("--budget-min", args.budget_min is not None), ("--full-size", args.full_size),
+                                       ("--quick", args.quick)) if given]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)}: choose one way to size the plans")
+    if args.budget_min is not None and not (math.isfinite(args.budget_min) and args.budget_min > 0):
+        raise UsageError(f"--budget-min: must be a positive number of minutes, got {args.budget_min!r}")
+    if args.budget_min is not None and args.endpoint:
+        raise UsageError("--budget-min: sizing needs the engine's step log, which only servers launched here have;"
+                         " drop --endpoint or --budget-min")
+
+
+def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -> dict[Mode, SweepTarget]:
+    """The servers the sweep runs on: those given as endpoints, the others launched one after the other.
+
+    One after the other, not side by side: each start is mostly imports and compilation,
+    and both use every core, so two starts at once take as long as two in turn, and the
+    second misses the compile cache the first fills (docs/validation/job-clock.md#server-start).
+    """
+    from harness.driver.endpoint import load_tokenizer, probe_endpoint
+    from harness.sweep import SweepTarget
+
+    wanted: dict[Mode, str | None] = {"continuous": args.endpoint}
+    if not args.endpoint or args.static_endpoint:
+        wanted["static"] = args.static_endpoint
+    targets: dict[Mode, SweepTarget] = {}
+    for mode, endpoint in wanted.items():
+        server_info, url = None, endpoint
+        if endpoint is None:
+            server = stack.enter_context(start(server_spec(args, mode), log_dir=out / "servers" / mode))
+            url, server_info = server.base_url, asdict(server.info)
+        assert url is not None, "the endpoint given, or the launched server's"
+        # A launched server serves the model it was given; an endpoint must serve the one named.
+        info = probe_endpoint(url, {}, args.model if endpoint else None)
+        targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
+    return targets
+
+
+def _plan(args: argparse.Namespace, specs: list[WorkloadSpec], targets: dict[Mode, SweepTarget], repetitions: int,
+          probe_dir: Path) -> tuple[list[WorkloadSpec], JobPlan | None]:
+    """The plans the job runs, sized from a probe of this machine, and the job's estimate (None: no probe)."""
+    from harness.budget import plan_job, plan_line, size_for_budget
+    from harness.probe import probe_machine
+
+    if args.quick:
+        return specs, None
+    if any(target.server is None for target in targets.values()):
+        logger.info("no probe and no ETA: a server given by --endpoint has no engine step log here")
+        return specs, None
+    probe = probe_machine(targets, specs, probe_dir, args.max_num_seqs)
+    if probe is None:
+        return specs, None
+    systems = [system for system in SYSTEMS if SERVER_MODE[system] in targets]
+    after_s = REPORT_S * repetitions
+    if args.full_size:
+        job = plan_job(specs, systems, repetitions, probe.machine, after_s=after_s)
+    else:
+        sizing = size_for_budget(args.budget_min, specs, systems, repetitions, probe.machine, after_s=after_s)
+        specs, job = list(sizing.specs), sizing.job
+        for workload in sizing.workloads:
+            logger.info(f"{workload.spec.name}: {workload.spec.num_requests} of its {workload.full_requests} requests,"
+                        f" fastest run about {workload.fastest_run_s:.0f} s")
+    logger.info(f"probe took {probe.seconds:.0f} s; {plan_line(job, datetime.now())}")
+    return specs, job
+
+
+class _JobClock:
+    """Where the job stands for the progress lines: run k of N, and the ETA from the runs so far."""
+
+    def __init__(self, job: JobPlan | None, total_runs: int) -> None:
+        self.job, self.total_runs = job, total_runs
+        self.finished_s: list[float] = []
+        self.since = time.monotonic()
+
+    def run_done(self) -> None:
+        # From the end of the previous run: a preliminary report between repetitions counts in the next run.
+        now = time.monotonic()
+        self.finished_s.append(now - self.since)
+        self.since = now
+
+    def note(self) -> str:
+        from harness.budget import progress_note
+
+        run = min(len(self.finished_s) + 1, self.total_runs)
+        if self.job is None:
+            return f"run {run} of {self.total_runs}"
+        return progress_note(self.job, self.finished_s, time.monotonic() - self.since, datetime.now())

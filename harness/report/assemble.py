@@ -40,17 +40,32 @@ from harness.report.step_cost_summary import StepCostSummary
 from harness.rundir.manifest import RunManifest
 
 
+@dataclass(frozen=True)
+class JobStage:
+    """How far the job behind a report got, for a report written before the job's end."""
+
+    # PRELIMINARY (more repetitions follow and rewrite it) or STOPPED (the job ended early).
+    label: str
+    detail: str
+
+    def line(self) -> str:
+        """The stage in one line, as the title and summary.json say it."""
+        return f"{self.label}: {self.detail}"
+
+
 def assemble_report(
     run_dirs: Sequence[Path],
     out_dir: Path,
     caveats: Sequence[str] = (),
     smoke: bool = False,
     allow_partial: bool = False,
+    stage: JobStage | None = None,
 ) -> AssembledReport:
-    """Analyse `run_dirs` and write the report into `out_dir`.
+    """Analyse `run_dirs` and write the report into `out_dir`, over any report already there.
 
     A run that does not answer for its plan is refused (UsageError) unless
     `allow_partial`; then the report's first line says PARTIAL and its lead says why.
+    `stage`: the job is not finished; the title and the first line say how far it got.
     """
     if not run_dirs:
         raise UsageError("no run directories to analyse")
@@ -74,8 +89,9 @@ def assemble_report(
             " there proves less."
         )
     partial = [f"{run.data.path.name}: {'; '.join(run.data.partial)}" for run in assessed if run.data.partial]
+    title = PARTIAL_TITLE if partial else ReportExtras().title
     extras = ReportExtras(
-        title=(PARTIAL_TITLE if partial else ReportExtras().title),
+        title=f"{stage.line()}. {title}" if stage else title,
         caveats=notes,
         step_costs=[StepCostSummary.of(m) for m in server_step_costs(runs)],
     )
@@ -90,6 +106,7 @@ def assemble_report(
         out_dir,
         extras,
         lead=[
+            *([Paragraph(f"**{stage.line()}.**")] if stage else []),
             *partial_blocks(partial),
             *calibration_blocks([run.data.manifest for run in assessed]),
             *client_bound_blocks(assessed),
@@ -98,7 +115,8 @@ def assemble_report(
         ],
         details=cell_blocks(cells),
         blocked=blocked,
-        summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial},
+        summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial,
+                                                              "stage": stage.line() if stage else None},
         measured=[run.data.manifest for run in assessed],
         headline_ratio=PAIRED if paired_ratios(rows) else "",
     )
@@ -161,7 +179,7 @@ def write_report(
 
 @dataclass(frozen=True)
 class AssembledReport:
-    """What was written, and whether every headline cell is stable (reproduce's exit code)."""
+    """What was written, and whether every headline row is stable (reproduce's exit code)."""
 
     paths: ReportPaths
     stable: bool

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 IMAGES_DIR = "images"
+# Markdown bold, the one inline markup the report's text uses.
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,11 @@ def to_html(blocks: Iterable[Block], title: str) -> str:
     )
 
 
+def _inline(text: str) -> str:
+    """Escaped text, with the markdown's **bold** as <strong>, as the markdown file shows it."""
+    return _BOLD.sub(r"<strong>\1</strong>", html.escape(text))
+
+
 def _html_blocks(blocks: Iterable[Block]) -> str:
     body = []
     for block in blocks:
@@ -134,9 +142,9 @@ def _html_blocks(blocks: Iterable[Block]) -> str:
         elif isinstance(block, Heading):
             body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
-            body.append(f"<p>{html.escape(block.text)}</p>")
+            body.append(f"<p>{_inline(block.text)}</p>")
         elif isinstance(block, Bullets):
-            body.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>")
+            body.append("<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in block.items) + "</ul>")
         elif isinstance(block, Table):
             # A table wider than the page scrolls in its own box; the page never scrolls sideways.
             body.append(f'<div class="scroll">{_html_table(block)}</div>')

@@ -19,7 +19,8 @@ from harness.analysis.step_cost_fit import StepCostFit
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, SideBySide, Table
 from harness.report.plots import RatioPoint, headline_plot
 
-SMOKE_BANNER = "SMOKE RUN, NOT A MEASUREMENT: cells are too short and too few to trust (--quick)."
+SMOKE_BANNER = ("Smoke run, not a measurement: cells are too short and too few to trust (--quick). It checks that"
+                " every request completes; stability is not judged.")
 
 
 def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCostFit | None = None,
@@ -32,13 +33,20 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
     blocks: list[Block] = []
     if smoke:
         blocks.append(Paragraph(f"**{SMOKE_BANNER}**"))
-    unstable = [row for row in rows if not row.stable]
+    unstable = [] if smoke else [row for row in rows if not row.stable]
     verdict = (
-        "Every headline cell is STABLE."
+        "Stability is not judged in a smoke run."
+        if smoke
+        else "Every headline ratio is STABLE."
         if not unstable
         else f"UNSTABLE at {', '.join(level_name(row.level) for row in unstable)}: no acceptance line is drawn"
-        " from those cells (one line each under the table; in full under 'Every cell, repeated')."
+        " from those levels (one line each under the table; the cells in full under 'Every cell, repeated')."
     )
+    warned = [] if smoke else [level_name(row.level) for row in rows if row.notes]
+    if warned:
+        verdict += (f" At {', '.join(warned)} the machine's speed or the schedule varied between repetitions"
+                    " (warnings under 'Every cell, repeated'): the verdict is on the ratios, not on the cells'"
+                    " absolute figures.")
     how = (
         f"{PAIRED} (the systems ran back to back in every repetition, so the machine's drift cancels)"
         if paired_ratios(rows) else "the ratio of the systems' median"
@@ -55,7 +63,7 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
             level_name(row.level),
             *(_ratio(row.ratios.get(name)) for name in ratio_names),
             *(_ratio(row.normalised_ratios.get(name)) for name in at_one_speed),
-            "stable" if row.stable else "UNSTABLE",
+            "not judged" if smoke else "stable" if row.stable else "UNSTABLE",
         )
         for row in rows
     )
@@ -139,7 +147,7 @@ def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
             check.value for run in cell.runs for check in run.health.checks if check.name == "client vs engine"
         ]
         agreement = f"≤ {max(disagreements):.1%}" if disagreements else "client only"
-        verdict = "stable" if cell.health.stable else "UNSTABLE: " + "; ".join(cell.health.reasons)
+        verdict = _cell_verdict(cell)
         estimate = cell.total_tok_s
         rows.append((cell.system, level_name(cell.level), f"{estimate.point:,.0f}",
                      f"{estimate.low:,.0f} – {estimate.high:,.0f}", str(estimate.n), agreement, verdict))
@@ -148,10 +156,18 @@ def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
         Paragraph(
             f"Each cell's figure is the median of its runs, with a 95% interval ({_method(cells)}). Client vs engine:"
             " the largest difference between the client's generated tok/s and the engine's own step log in any run"
-            " of the cell ('client only' for servers the harness did not launch)."
+            " of the cell ('client only' for servers the harness did not launch). A cell's verdict is on its absolute"
+            " figure: a cell spread only because the machine's speed varied carries a warning, since the headline's"
+            " paired ratios cancel that."
         ),
         Table(header, tuple(rows), table_id="cells", numeric=False),
     ]
+
+
+def _cell_verdict(cell: Cell) -> str:
+    if not cell.health.stable:
+        return "UNSTABLE: " + "; ".join(cell.health.reasons)
+    return "warning: " + "; ".join(cell.health.notes) if cell.health.notes else "stable"
 
 
 def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: bool) -> dict[str, Any]:
@@ -167,6 +183,7 @@ def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: 
                 "ratios_at_one_speed": {name: _estimate(estimate) for name, estimate in row.normalised_ratios.items()},
                 "stable": row.stable,
                 "reasons": list(row.reasons),
+                "notes": list(row.notes),
             }
             for row in rows
         ],
@@ -178,6 +195,7 @@ def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: 
                 "total_tok_s_at_one_speed": _estimate(cell.normalised_tok_s) if cell.normalised_tok_s else None,
                 "stable": cell.health.stable,
                 "reasons": cell.health.reasons,
+                "notes": cell.health.notes,
                 "runs": [
                     {
                         "run": run.data.path.name,

@@ -1,4 +1,5 @@
-"""A sweep's progress lines: each cell's header, its run's lines indented under it."""
+"""A sweep's progress lines: each cell's header, its run's lines indented under it, and the
+job's note on the header and on the lines that report progress."""
 
 from __future__ import annotations
 
@@ -23,21 +24,37 @@ from harness.workload import load_spec
 
 show_progress()
 sweep.warm_up = lambda *args: None
-sweep.execute = lambda request: sweep.run_logger.info(f"building 12 prompts for {request.out_dir.name}")
+
+def execute(request):
+    sweep.run_logger.info(f"building 12 prompts for {request.out_dir.name}")
+    if len(sys.argv) > 2:
+        sweep.run_logger.info("  3/12 done, 40 tok/s, 0 errors, 2 s")
+
+
+sweep.execute = execute
 target = sweep.SweepTarget(EndpointInfo("http://127.0.0.1:9", "tiny", None, None), None, 4)
 spec = load_spec("cpu-anyscale-cap32")
 cells = [sweep.SweepCell("continuous", spec, target), sweep.SweepCell("naive", spec, target)]
-sweep.run_cells(cells, Path(sys.argv[1]), repetitions=2)
+if len(sys.argv) > 2:
+    made = []
+    for run in sweep.iter_runs(cells, Path(sys.argv[1]), repetitions=2, note=lambda: f"run {len(made) + 1} of 4"):
+        made.append(run.path)
+else:
+    sweep.run_cells(cells, Path(sys.argv[1]), repetitions=2)
 sweep.run_logger.info("after the sweep")
 """
 
 
-def test_each_run_s_lines_are_indented_under_its_cell_header(tmp_path):
+def sweep_lines(tmp_path, *extra):
     result = subprocess.run(
-        [sys.executable, "-c", SWEEP, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", SWEEP, str(tmp_path), *extra], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stderr.splitlines() == [
+    return result.stderr.splitlines()
+
+
+def test_each_run_s_lines_are_indented_under_its_cell_header(tmp_path):
+    assert sweep_lines(tmp_path) == [
         "[continuous] cpu-anyscale-cap32-r1",
         "    building 12 prompts for continuous-cpu-anyscale-cap32-r1",
         "[naive] cpu-anyscale-cap32-r1",
@@ -48,3 +65,16 @@ def test_each_run_s_lines_are_indented_under_its_cell_header(tmp_path):
         "    building 12 prompts for naive-cpu-anyscale-cap32-r2",
         "after the sweep",
     ]
+
+
+def test_the_job_s_note_goes_on_each_header_and_each_progress_line_only(tmp_path):
+    lines = sweep_lines(tmp_path, "with a note")
+    assert lines[:6] == [
+        "[continuous] cpu-anyscale-cap32-r1 (run 1 of 4)",
+        "    building 12 prompts for continuous-cpu-anyscale-cap32-r1",
+        "      3/12 done, 40 tok/s, 0 errors, 2 s | run 1 of 4",
+        "[naive] cpu-anyscale-cap32-r1 (run 2 of 4)",
+        "    building 12 prompts for naive-cpu-anyscale-cap32-r1",
+        "      3/12 done, 40 tok/s, 0 errors, 2 s | run 2 of 4",
+    ]
+    assert lines[-1] == "after the sweep"

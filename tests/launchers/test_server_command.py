@@ -79,6 +79,15 @@ def test_vllm_sockets_go_to_the_servers_own_directory(tmp_path):
     assert env["VLLM_RPC_BASE_PATH"] == str(tmp_path)
 
 
+def test_vllm_cpu_compiles_with_the_cache_that_loads_unless_the_user_chose():
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=4)
+    tiny = resolve_model("tiny")
+    assert build_command(spec, tiny, 8123, "python", CPU)[1]["VLLM_USE_AOT_COMPILE"] == "0"
+    assert "VLLM_USE_AOT_COMPILE" not in build_command(spec, tiny, 8123, "python", CPU,
+                                                       inherited={"VLLM_USE_AOT_COMPILE": "1"})[1]
+    assert "VLLM_USE_AOT_COMPILE" not in build_command(spec, tiny, 8123, "python", VllmBuild("vllm", "0.32.0"))[1]
+
+
 @pytest.mark.parametrize(
     ("cores", "expected"), [(2, "engine-with-worker"), (4, "engine-with-worker"), (64, "as-launched")]
 )

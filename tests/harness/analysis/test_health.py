@@ -257,14 +257,29 @@ def engine(steps, median_step_ms):
     return EngineMetrics(steps, 30.0, 12_000, 400.0, 0.95, median_step_ms / 1000)
 
 
-def test_the_same_schedule_at_another_speed_is_named_as_the_machine():
+def test_a_cell_spread_by_the_machine_alone_gets_a_warning_not_unstable():
     estimate = median_ci([6706.0, 8615.0, 8218.0])
     health = cell_health(estimate, [Health(())] * 3, [engine(1365, 11.88), engine(1365, 9.34), engine(1364, 9.97)])
-    assert not health.stable and health.reasons == [
+    assert health.stable and health.reasons == []
+    assert health.notes == [
         "repetitions spread: 95% interval ±11.6% of the median (same schedule (1364-1365 engine steps) at median"
         " step times of 9.3-11.9 ms (±13%): the machine's speed varied, not the scheduler)"
     ]
-    assert health.notes == []
+
+
+def test_a_spread_cell_whose_schedule_differed_is_unstable():
+    # Static at cap 512 in the reference report: 5,210-5,419 steps, cells ±5.5%.
+    estimate = median_ci([3466.0, 3093.0, 3369.0])
+    health = cell_health(estimate, [Health(())] * 3, [engine(5210, 4.6), engine(5419, 5.7), engine(5300, 5.0)])
+    assert not health.stable
+    assert health.reasons[0].startswith("repetitions spread: 95% interval ±5.5% of the median (the schedule differed")
+
+
+def test_a_spread_cell_at_a_steady_step_time_is_unstable():
+    # Same schedule, step times within ±5%: the machine's speed does not explain the spread.
+    estimate = median_ci([6706.0, 8615.0, 8218.0])
+    health = cell_health(estimate, [Health(())] * 3, [engine(1365, 10.0), engine(1365, 10.4), engine(1365, 10.2)])
+    assert not health.stable and health.notes == []
 
 
 def test_a_narrow_cell_keeps_the_speed_check_as_a_note():

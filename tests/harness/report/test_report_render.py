@@ -396,8 +396,9 @@ def test_unstable_levels_get_one_short_line_and_the_full_reason_further_down(tmp
     dirs = [write_run(tmp_path / "runs", f"{system}-cap4-r{rep}", system, cap_workload(4), OUTPUTS[4], 2)
             for rep in (1, 2) for system in ("continuous", "static", "naive")]
     markdown = assemble_report(dirs, tmp_path / "report").paths.markdown.read_text()
-    short = ("- cap 4: continuous 2 repetition(s), 3 needed; static 2 repetition(s), 3 needed;"
-             " naive 2 repetition(s), 3 needed")
+    # The ratios' own checks first, then the runs (synthetic runs last well under 20 s).
+    short = ("- cap 4: continuous/static 2 repetition(s), 3 needed; continuous/naive 2 repetition(s), 3 needed;"
+             " continuous 2 of 2 runs unstable; static 2 of 2 runs unstable; naive 2 of 2 runs unstable")
     assert short in markdown.split("## ", 1)[0]
     assert "UNSTABLE: 2 repetition(s), fewer than 3: no interval" in markdown.split("## Every cell, repeated", 1)[1]
 
@@ -501,3 +502,32 @@ def test_load_run_refuses_a_gpu_run_without_its_gpu_table(run_dir):
     (run_dir / "manifest.json").write_text(json.dumps({**manifest, "gpu_telemetry": telemetry}))
     with pytest.raises(UsageError, match="gpu.parquet: missing"):
         load_run(run_dir)
+
+
+def test_a_smoke_run_says_so_first_and_judges_no_stability(tmp_path):
+    from harness.report.assemble import assemble_report
+
+    dirs = [write_run(tmp_path / "runs", f"{system}-cap4", system, cap_workload(4), OUTPUTS[4], 2)
+            for system in ("continuous", "static", "naive")]
+    report = assemble_report(dirs, tmp_path / "report", smoke=True)
+    lead = report.paths.markdown.read_text().split("## ", 1)[0]
+    assert "**Smoke run, not a measurement:" in lead and "Stability is not judged in a smoke run." in lead
+    assert "UNSTABLE" not in lead and "| not judged |" in lead
+
+
+def test_a_report_written_before_the_job_s_end_says_how_far_it_got(tmp_path):
+    from harness.report.assemble import JobStage, assemble_report
+
+    dirs = [write_run(tmp_path / "runs", f"{system}-cap4", system, cap_workload(4), OUTPUTS[4], 2)
+            for system in ("continuous", "static", "naive")]
+    stage = JobStage("PRELIMINARY", "1 of 3 repetitions; the next repetition rewrites this report")
+    report = assemble_report(dirs, tmp_path / "report", stage=stage)
+    markdown = report.paths.markdown.read_text()
+    assert markdown.startswith("# PRELIMINARY: 1 of 3 repetitions; the next repetition rewrites this report.")
+    assert "**PRELIMINARY: 1 of 3 repetitions" in markdown.split("## ", 1)[0]
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["stage"] == stage.line()
+    # The final report, written over it, says nothing of a stage.
+    assemble_report(dirs, tmp_path / "report")
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["stage"] is None
+    assert "PRELIMINARY" not in report.paths.markdown.read_text()

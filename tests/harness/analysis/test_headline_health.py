@@ -1,0 +1,95 @@
+"""The headline's verdict on its own paired ratios, from repetitions shaped like measured sweeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis.engine import EngineMetrics
+from harness.analysis.health import Check, HeadlineMember, Health, headline_health
+from harness.analysis.stats import paired_ratio_ci, unpaired_ratio_ci
+
+STABLE_RUNS = (Health(()),) * 3
+# Continuous at cap 1536 in a sweep on a drifting machine: the cell spread ±11%.
+CONTINUOUS = (4701.0, 3988.0, 5007.0)
+
+
+def engine(steps, median_step_ms):
+    return EngineMetrics(steps, 60.0, 12_000, 200.0, 0.9, median_step_ms / 1000)
+
+
+def paired(ratios, numerators=CONTINUOUS):
+    """The paired ratio of repetitions whose per-repetition ratios are `ratios`."""
+    return paired_ratio_ci(numerators, [n / r for n, r in zip(numerators, ratios, strict=True)])
+
+
+def member(system, runs=STABLE_RUNS, engines=()):
+    return HeadlineMember(system, tuple(runs), tuple(engines))
+
+
+# The same schedule each time at step times 10.6-14.6 ms: the machine's speed moved the cell.
+DRIFTING = (engine(1851, 10.6), engine(1857, 14.6), engine(1854, 12.5))
+
+
+def test_paired_ratios_hold_while_the_machine_speed_moves_the_cells():
+    ratios = {"continuous/static": paired([1.41, 1.44, 1.38]), "continuous/naive": paired([2.53, 2.48, 2.58])}
+    health = headline_health(ratios, [member("continuous", engines=DRIFTING), member("static"), member("naive")])
+    assert ratios["continuous/static"].half_width_rel == pytest.approx(0.03 / 1.41)
+    assert health.stable and health.reasons == []
+    assert health.notes == ["continuous: same schedule (1851-1857 engine steps) at median step times of 10.6-14.6 ms"
+                            " (±16%): the machine's speed varied, not the scheduler"]
+
+
+def test_a_wide_paired_interval_is_unstable_and_says_by_how_much():
+    # Cap 32 in the reference report: continuous's step time moved ±26% between a pair's runs.
+    ratios = {"continuous/static": paired([1.263, 1.204, 0.834])}
+    health = headline_health(ratios, [member("continuous", engines=DRIFTING), member("static")])
+    assert not health.stable
+    assert health.reasons == ["continuous/static: 95% interval ±17.8% of the median (paired by repetition), wider"
+                              " than the ±5% a headline ratio is held to"]
+    assert health.briefs == ["continuous/static ±17.8%"]
+
+
+@pytest.mark.parametrize(("half", "stable"), [(0.049, True), (0.051, False)])
+def test_the_limit_is_five_percent_of_the_ratio(half, stable):
+    health = headline_health({"continuous/static": paired([1.0 - half, 1.0, 1.0 + half])}, [member("continuous")])
+    assert health.stable is stable
+
+
+def test_an_unpaired_ratio_is_judged_on_its_own_interval():
+    ratio = unpaired_ratio_ci([300.0, 330.0, 270.0], [100.0, 110.0, 90.0])
+    health = headline_health({"continuous/static": ratio}, [member("continuous"), member("static")])
+    assert not health.stable and "(unpaired)" in health.reasons[0]
+
+
+def test_fewer_than_three_repetitions_give_no_verdict():
+    health = headline_health({"continuous/static": paired([1.41, 1.42], CONTINUOUS[:2])}, [member("continuous")])
+    assert not health.stable
+    assert health.reasons[0] == "continuous/static: 2 repetition(s), fewer than 3: no interval"
+
+
+def test_an_unstable_run_of_a_member_makes_the_row_unstable():
+    short = Health((Check("makespan", 12.0, 20.0, False, "unstable", "run lasted 12.0 s"),))
+    health = headline_health({"continuous/static": paired([1.41, 1.42, 1.40])},
+                             [member("continuous"), member("static", (Health(()), short, Health(())))])
+    assert health.reasons == ["static: 1 of 3 runs unstable (run lasted 12.0 s)"]
+    assert health.briefs == ["static 1 of 3 runs unstable"]
+
+
+def test_static_batches_that_vary_with_arrival_order_are_a_note():
+    # Static at cap 1536 in the reference report: 5,887-6,293 steps (±3.4%).
+    engines = (engine(5887, 4.7), engine(6293, 5.5), engine(6100, 5.1))
+    health = headline_health({"continuous/static": paired([1.41, 1.42, 1.40])},
+                             [member("continuous"), member("static", engines=engines)])
+    assert health.stable
+    assert health.notes == ["static: the schedule differed between repetitions: 5887-6293 engine steps,"
+                            " median step 4.7-5.5 ms"]
+
+
+def test_a_schedule_that_moved_past_five_percent_is_unstable():
+    engines = (engine(5000, 5.0), engine(5600, 5.0), engine(5300, 5.0))
+    health = headline_health({"continuous/static": paired([1.41, 1.42, 1.40])},
+                             [member("continuous"), member("static", engines=engines)])
+    assert not health.stable
+    assert health.reasons == ["static: the schedule differed between repetitions: 5000-5600 engine steps"
+                              " (±5.7%, limit ±5%)"]
+    assert health.briefs == ["static schedule differed"]
