@@ -24,7 +24,7 @@ from harness.analysis.step_cost_fit import StepCostFitError
 from harness.analysis.step_predict import fit_server_step_cost
 from harness.budget import MachineCost
 from harness.rundir.reader import load_run
-from harness.systems import SERVER_MODE, Mode, SystemName
+from harness.systems import Mode, SystemName
 from harness.workload import WorkloadSpec, build_plan
 
 if TYPE_CHECKING:
@@ -73,11 +73,9 @@ def probe_machine(
             logger.info(f"no probe: the steps of {data.manifest.run_id} could not be fitted ({error})")
             return None
         overheads.append(max(run.seconds - engine_metrics(data.steps, batch_size).makespan_s, 0.0))
-    continuous = costs["continuous"]
+    # The continuous server's cost prices naive too (it serves naive's waves); static has its own server.
     machine = MachineCost(
-        continuous, batch_size, statistics.median(overheads),
-        system_step_costs={system: cost for system, cost in costs.items()
-                           if SERVER_MODE[system] != SERVER_MODE["continuous"]},
+        costs["continuous"], batch_size, statistics.median(overheads),
+        system_step_costs={system: cost for system, cost in costs.items() if system != "continuous"},
     )
     return Probe(machine, sum(run.seconds for run in finished))
-

@@ -119,8 +119,8 @@ def size_for_budget(
         if spec.num_requests is None:
             raise UsageError(f"{spec.name}: sized by duration_s; a budget sizes workloads by num_requests")
     lines = {spec.name: {system: _line(spec, system, machine) for system in systems} for spec in specs}
-    floors = {spec.name: max(_count(lines[spec.name], min_run_s),
-                             _faithful_floor(spec, lines[spec.name], systems, machine, min_run_s, max_ratio_shift))
+    # Every plan is also sized for runs of at least min_run_s (sized, estimate_s), so a floor holds the tail alone.
+    floors = {spec.name: _faithful_floor(spec, lines[spec.name], systems, machine, min_run_s, max_ratio_shift)
               for spec in specs}
 
     def sized(seconds: float) -> list[SizedWorkload]:
@@ -153,10 +153,11 @@ def size_for_budget(
     workloads = smallest
     for _ in range(_MAX_RAISES):
         candidate = sized(target)
-        if job(candidate).total_s <= budget_s:
+        candidate_s = job(candidate).total_s
+        if candidate_s <= budget_s:
             workloads = candidate
             break
-        target = max(min_run_s, target * budget_s / job(candidate).total_s)
+        target = max(min_run_s, target * budget_s / candidate_s)
         if target <= min_run_s:
             break
     return Sizing(tuple(workloads), job(workloads))

@@ -1,6 +1,6 @@
 """`batchbench reproduce`: the Anyscale-style sweep end to end, and its report.
 
-One server start per mode, both started at once and up for the whole sweep: the
+One server start per mode, one after the other, both up for the whole sweep: the
 continuous server hosts the continuous runs and the naive padded waves, the static server
 the static runs, and every repetition runs each workload on all three systems back to
 back. Before the first run a probe of each server (harness.probe) prices this machine's
