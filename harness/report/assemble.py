@@ -95,10 +95,11 @@ def assemble_report(
         caveats=notes,
         step_costs=[StepCostSummary.of(m) for m in server_step_costs(runs)],
     )
-    blocked = [f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.briefs or row.reasons)})"
-               for row in rows if not row.stable]
-    if smoke:
-        blocked.insert(0, "a smoke run (--quick) is not a measurement")
+    # A smoke run judges no stability: that it is not a measurement is the one reason.
+    blocked = ["a smoke run (--quick) is not a measurement"] if smoke else [
+        f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.briefs or row.reasons)})"
+        for row in rows if not row.stable
+    ]
     table = gap_table([run.entry for run in chosen])
     paths = write_report(
         chosen,

@@ -513,6 +513,8 @@ def test_a_smoke_run_says_so_first_and_judges_no_stability(tmp_path):
     lead = report.paths.markdown.read_text().split("## ", 1)[0]
     assert "**Smoke run, not a measurement:" in lead and "Stability is not judged in a smoke run." in lead
     assert "UNSTABLE" not in lead and "| not judged |" in lead
+    assert "Not judged: a smoke run (--quick) is not a measurement" in report.paths.markdown.read_text()
+    assert "is UNSTABLE (" not in report.paths.markdown.read_text()
 
 
 def test_a_report_written_before_the_job_s_end_says_how_far_it_got(tmp_path):
