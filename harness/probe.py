@@ -3,10 +3,9 @@ and the per-run overhead that the job's plan is estimated and sized with (harnes
 
 One small burst per server, on the widest spread of the job's workloads, made as an
 ordinary run into the probe's own directory, then fitted as the report fits its runs
-(harness.analysis.step_predict). Its fit prices the job's runs 3-20% low, so the plans
-it sizes last longer than aimed at, not shorter; a burst mixed from every workload
-priced them up to 46% high, and sized runs under 20 s
-(docs/validation/job-clock.md#the-probe-and-the-eta).
+(harness.analysis.step_predict). Its fit errs low, so the plans it sizes run longer than
+aimed at, never under the 20 s floor; a burst mixed from every workload fitted worse and
+erred high (docs/validation/job-clock.md#the-default-job-measured).
 A server without an engine step log (one we did not launch) gives no fit: no probe.
 """
 

