@@ -12,6 +12,7 @@ from typing import cast
 from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
+from harness.driver.backends import BACKENDS, VLLM
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
@@ -34,6 +35,12 @@ def add_parser(subparsers) -> None:
         "--system",
         help="label and client behaviour: continuous, static, or naive (padded waves of B from the client); "
         "default: the launched mode, or continuous for --endpoint",
+    )
+    parser.add_argument(
+        "--backend", choices=list(BACKENDS), default=VLLM.name,
+        help="the kind of server at --endpoint: vllm (lengths forced, token ids counted), transformers"
+        " (`transformers serve`: lengths forced, usage cross-checked by re-tokenising the text), or openai"
+        " (any other: lengths only capped, never exact); default vllm",
     )
     parser.add_argument("--tokenizer", help="tokenizer directory for prompts (default: the served model's directory)")
     parser.add_argument("--api-key-env", metavar="NAME", help="send the bearer token held in this environment variable")
@@ -78,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     # Bad input is refused before the load, analysis and history code is imported (seconds).
     spec = load_spec(args.workload)
     system = _system(args)
+    if args.launch and args.backend != VLLM.name:
+        raise UsageError(f"--launch starts vLLM: --backend {args.backend} is for a server at --endpoint")
     headers = _headers(args.api_key_env)
 
     from harness.analysis.assess import assess_run_dirs
@@ -128,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 warmup=not args.no_warmup,
                 ui=args.ui,
                 cluster=cluster,
+                backend=BACKENDS[args.backend],
             )
         )
     assessed = assess_run_dirs([args.out], allow_partial=True).assessed
@@ -136,6 +146,12 @@ def run(args: argparse.Namespace) -> int:
     # Said at the end of every run, not only in a later report: a client-bound figure is the client's.
     for reason in (reason for run in assessed for reason in run.health.client_bound):
         print(f"batchbench: warning: {reason}", file=sys.stderr)
+    if outcome.counts.inexact:
+        print(
+            f"batchbench: warning: {outcome.counts.inexact} of {outcome.counts.ok} ok requests are not known to have"
+            f" the length asked for (--backend {args.backend}; length_exact in {args.out / 'records.parquet'})",
+            file=sys.stderr,
+        )
     return exit_code(outcome, args.allow_length_mismatch, args.out)
 
 

@@ -3,7 +3,8 @@
 Modules: `work` (plan -> work items), `dispatch` (who sends what when), `user` (the
 Locust user), `journal` (crash-safe records), `sse` (stream decoding), `stream` (one
 stream's tokens and verdict), `outcome` (failure kinds and the row of each request),
-`timeouts`, `endpoint` (checks, token counts, warm-up), `client_health`, `steps` (the
+`timeouts`, `backends` (per kind of server: the length asked for, the count, the endpoints),
+`endpoint` (checks, token counts, warm-up), `client_health`, `steps` (the
 engine's step log), `load` (the live load and its stopping), `tables` (a run's tables),
 `runner` (one run), `http_client` (the users' shared client), `interrupts` (Ctrl-C and
 SIGTERM unwind the main greenlet). Distributed runs (`--workers`) are in `distributed`.

@@ -10,6 +10,7 @@ from typing import Annotated, TypeVar, cast
 import httpx
 from pydantic import BaseModel, Field, Strict, StrictStr, ValidationError
 
+from harness.driver.backends import VLLM, Backend
 from harness.errors import ServerError, UsageError
 from harness.workload.prompts import TokenizerLike
 from harness.workload.tokenizer_file import file_tokenizer
@@ -83,24 +84,29 @@ def _parse(shape: type[ModelT], content: bytes, what: str) -> ModelT:
         ) from exc
 
 
-def server_token_counter(info: EndpointInfo, headers: dict[str, str]) -> Callable[[str], int] | None:
+def server_token_counter(
+    info: EndpointInfo, headers: dict[str, str], backend: Backend = VLLM
+) -> Callable[[str], int] | None:
     """A function counting prompt tokens with the server's own /tokenize, or None if absent."""
+    path = backend.tokenize_path
+    if path is None:
+        return None
     client = httpx.Client(base_url=info.base_url, headers=headers, timeout=30)
     try:
-        probe = client.post("/tokenize", json={"model": info.model, "prompt": "hello"})
+        probe = client.post(path, json={"model": info.model, "prompt": "hello"})
     except httpx.HTTPError as exc:
         client.close()
-        raise ServerError(f"{info.base_url}/tokenize: {type(exc).__name__}: {exc}") from exc
+        raise ServerError(f"{info.base_url}{path}: {type(exc).__name__}: {exc}") from exc
     if probe.status_code != 200:
         client.close()
         return None
 
     def count(text: str) -> int:
         try:
-            answer = client.post("/tokenize", json={"model": info.model, "prompt": text})
+            answer = client.post(path, json={"model": info.model, "prompt": text})
         except httpx.HTTPError as exc:
-            raise ServerError(f"{info.base_url}/tokenize: {type(exc).__name__}: {exc}") from exc
-        return _parse(_TokenCount, answer.content, f"{info.base_url}/tokenize").count
+            raise ServerError(f"{info.base_url}{path}: {type(exc).__name__}: {exc}") from exc
+        return _parse(_TokenCount, answer.content, f"{info.base_url}{path}").count
 
     return count
 
@@ -132,7 +138,13 @@ def load_tokenizer(source: str | None, info: EndpointInfo) -> TokenizerLike:
 
 
 def warm_up(
-    info: EndpointInfo, headers: dict[str, str], batch: int, prompt: str, timeout_s: float, rounds: int = 2
+    info: EndpointInfo,
+    headers: dict[str, str],
+    batch: int,
+    prompt: str,
+    timeout_s: float,
+    rounds: int = 2,
+    backend: Backend = VLLM,
 ) -> None:
     """Send `rounds` full batches of short requests, so new batch shapes compile before measuring.
 
@@ -142,7 +154,7 @@ def warm_up(
     import gevent
     from gevent.pool import Pool
 
-    body = {"model": info.model, "prompt": prompt, "max_tokens": 8, "min_tokens": 8, "ignore_eos": True}
+    body = backend.warm_up_body(info.model, prompt, 8)
     with httpx.Client(base_url=info.base_url, headers=headers, timeout=timeout_s) as client:
         for _ in range(rounds):
             pool = Pool(batch)

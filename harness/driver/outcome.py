@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from harness.driver.backends import VLLM, Backend
 from harness.driver.work import WorkItem
 
 HTTP_STATUS = "http_status"
@@ -72,11 +73,15 @@ def record_row(
     arrived: int,
     usage: tuple[int, int],
     failure: Failure | None,
+    backend: Backend = VLLM,
+    retokenized: int = -1,
 ) -> dict[str, Any]:
     """The records.parquet row of one request (columns: harness.rundir.records.RECORD_FIELDS).
 
-    `usage` is the server's (prompt, completion) count, -1 where it gave none.
+    `usage` is the server's (prompt, completion) count, -1 where it gave none;
+    `retokenized` the streamed text's tokens by the run's tokenizer, -1 where not counted.
     """
+    requested = item.requested_output_tokens
     return {
         "request_id": item.request_id,
         "worker": worker,
@@ -96,7 +101,10 @@ def record_row(
         "error_kind": failure.kind if failure else "",
         "error": failure.line() if failure else "",
         "ok": failure is None,
-        "length_mismatch": arrived != item.requested_output_tokens,
+        "length_mismatch": arrived != requested,
+        "length_forced": backend.forces_length,
+        "retokenized_completion_tokens": retokenized,
+        "length_exact": backend.length_exact(failure is None, requested, arrived, usage[1], retokenized),
     }
 
 

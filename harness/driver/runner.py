@@ -17,6 +17,7 @@ from typing import Any
 
 import gevent
 
+from harness.driver.backends import VLLM, Backend, text_token_counter
 from harness.driver.dispatch import Dispatcher, WorkSource
 from harness.driver.distributed.cluster import Cluster
 from harness.driver.distributed.shard import ClusterSpec, check_workers
@@ -67,6 +68,8 @@ class RunRequest:
     ui_port: int = 8089
     # Several load processes under Locust's master (harness.driver.distributed.cluster); None: this process alone.
     cluster: ClusterSpec | None = None
+    # The kind of server: how requests ask for their length, how tokens are counted (harness.driver.backends).
+    backend: Backend = VLLM
 
 
 @dataclass
@@ -115,6 +118,9 @@ def execute(request: RunRequest) -> RunOutcome:
     if request.cluster is not None:
         # Refused before any worker starts: more workers than concurrent users would idle.
         check_workers(request.cluster.workers, users)
+        if request.backend is not VLLM:
+            # Workers hold no tokenizer to re-tokenise with, and their brief names no backend.
+            raise UsageError(f"a {request.backend.name} server is driven from one process only: drop --workers")
     with contextlib.ExitStack() as stack:
         cluster = None
         if request.cluster is not None:
@@ -168,7 +174,8 @@ def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
     # Before anything is written: a run whose warm-up fails leaves nothing behind.
     if request.warmup:
         logger.info(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
-        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.timeouts.stall_s)
+        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.timeouts.stall_s,
+                backend=request.backend)
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
     run_tag = secrets.token_hex(4)
@@ -189,6 +196,7 @@ def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
         started_at=time.time(),
         counts=RunCounts(planned=len(items)),
         run_tag=run_tag,
+        backend=request.backend.name,
     )
     write_manifest(manifest, request.out_dir)
     step_log = (request.server or {}).get("step_log")
@@ -206,6 +214,8 @@ def _start_load(request: RunRequest, run: _PreparedRun, users: int, stack: conte
         request.spec.endpoint,
         run.run_tag,
         request.timeouts,
+        backend=request.backend,
+        count_tokens=text_token_counter(request.tokenizer) if request.backend.retokenizes else None,
     )
     # Entered at once, so whatever starts from here on is stopped, whatever happens next.
     load = stack.enter_context(LiveLoad(context, request.endpoint.base_url))
@@ -277,7 +287,7 @@ def _outcome(
 
 def _check_with_server(plan, prompts: list[str], request: RunRequest) -> None:
     """Count a few prompts with the server's own tokenizer: proves ours is the same."""
-    counter = server_token_counter(request.endpoint, request.headers)
+    counter = server_token_counter(request.endpoint, request.headers, request.backend)
     if counter is None:
         logger.info("server has no /tokenize: prompt lengths rest on the local tokenizer alone")
         return

@@ -9,6 +9,8 @@ Tokens are counted from the stream itself. The request asks for `return_token_id
 server that sends no ids is counted from its running usage (`continuous_usage_stats`),
 else one token per chunk with text. The server's final usage is kept beside the count,
 never instead of it: when they disagree the request fails as a usage mismatch.
+For a server that sends no ids the reader can keep the streamed text, to be
+re-tokenised against its usage (harness.driver.backends).
 """
 
 from __future__ import annotations
@@ -64,8 +66,10 @@ class StreamFault(Exception):
 class StreamReader:
     """Feed a response body's bytes as they arrive; read off tokens, times and usage."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
+        # The streamed text's pieces, when kept; None: not kept (token ids are counted).
+        self._pieces: list[str] | None = [] if keep_text else None
         self.token_times: list[float] = []
         self.by_token_ids = False
         # The server's own counts, -1 until it gives them.
@@ -79,6 +83,11 @@ class StreamReader:
         return len(self.token_times)
 
     @property
+    def text(self) -> str | None:
+        """The streamed text so far, or None when it is not kept."""
+        return None if self._pieces is None else "".join(self._pieces)
+
+    @property
     def done(self) -> bool:
         """True once [DONE] arrived."""
         return self._decoder.done
@@ -89,15 +98,19 @@ class StreamReader:
             self._events += 1
             self._take(self._parse(payload), now)
 
-    def verdict(self, requested: int) -> Failure | None:
-        """After the body ended: None if the stream was complete and counted what was asked."""
+    def verdict(self, requested: int, forced: bool = True) -> Failure | None:
+        """After the body ended: None if the stream was complete and counted what was asked.
+
+        `forced`: the request forced its length; else `requested` was only a cap, and an
+        output of another length is no failure (an empty one still is).
+        """
         if not self.done:
             return Failure(INCOMPLETE_STREAM, f"stream ended without [DONE] after {self.arrived} tokens")
         if self.by_token_ids and self.usage_completion >= 0 and self.usage_completion != self.arrived:
             return Failure(
                 USAGE_MISMATCH, f"server usage says {self.usage_completion} tokens, {self.arrived} token ids arrived"
             )
-        if self.arrived != requested:
+        if self.arrived != requested and (forced or self.arrived == 0):
             return Failure(LENGTH_MISMATCH, f"{self.arrived} tokens arrived, {requested} were asked for")
         return None
 
@@ -136,6 +149,8 @@ class StreamReader:
             if choice.token_ids is not None:
                 with_ids = True
                 new += len(choice.token_ids)
+        if self._pieces is not None:
+            self._pieces.extend(_text(choice) for choice in chunk.choices)
         if with_ids:
             self.by_token_ids = True
         elif self.by_token_ids:
@@ -144,13 +159,18 @@ class StreamReader:
             # No ids from this server: its running usage is the only count there is.
             new = max(counted - self.arrived, 0)
         else:
-            new = sum(bool(choice.text or (choice.delta and choice.delta.content)) for choice in chunk.choices)
+            new = sum(bool(_text(choice)) for choice in chunk.choices)
         if counted is not None:
             self.usage_completion = counted
         if new == 1:
             self.token_times.append(now)
         elif new:
             self.token_times.extend([now] * new)
+
+
+def _text(choice: _Choice) -> str:
+    """A choice's text: `text` in a completion, the delta's content in a chat completion."""
+    return choice.text or (choice.delta and choice.delta.content) or ""
 
 
 def _error_text(error: Any) -> str:

@@ -87,6 +87,7 @@ def write_tables(
         ok=sum(r["ok"] for r in records),
         failed=sum(not r["ok"] for r in records),
         length_mismatch=sum(r["length_mismatch"] for r in records),
+        inexact=sum(r["ok"] and not r["length_exact"] for r in records),
         unanswered=unanswered,
         failures=dict(sorted(failures.items())),
     )

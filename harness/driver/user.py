@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ import httpx
 from locust import User, constant, task
 from locust.exception import StopUser
 
+from harness.driver.backends import VLLM, Backend
 from harness.driver.dispatch import WorkSource
 from harness.driver.journal import RunJournal
 from harness.driver.outcome import CLIENT_ERROR, CONNECTION, HTTP_STATUS, STALL, Failure, Timing, record_row
@@ -42,28 +44,18 @@ class DriverContext:
     # `client`'s read timeout is `timeouts.first_byte_s`; the user enforces `stall_s`.
     timeouts: Timeouts = field(default_factory=Timeouts)
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    # The kind of server: how a request asks for its length, and how its tokens are counted.
+    backend: Backend = VLLM
+    # Counts a text's tokens with the run's tokenizer, for a backend that re-tokenises the streamed text.
+    count_tokens: Callable[[str], int] | None = None
     generated_tokens: int = 0
     sent: int = 0
     failed: int = 0
 
 
-def request_body(item: WorkItem, model: str, endpoint: str) -> dict[str, Any]:
-    """The JSON body that asks for exactly `requested_output_tokens`, streamed with usage."""
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": item.requested_output_tokens,
-        "min_tokens": item.requested_output_tokens,
-        "ignore_eos": True,
-        "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        # vLLM then sends each chunk's token ids: the count of what arrived (harness.driver.stream).
-        "return_token_ids": True,
-    }
-    if endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": item.prompt}]
-    else:
-        body["prompt"] = item.prompt
-    return body
+def request_body(item: WorkItem, model: str, endpoint: str, backend: Backend = VLLM) -> dict[str, Any]:
+    """The JSON body that asks for `requested_output_tokens` (exactly, where `backend` can), streamed with usage."""
+    return backend.request_body(model, item.prompt, item.requested_output_tokens, endpoint)
 
 
 class StreamingUser(User):
@@ -101,7 +93,8 @@ class StreamingUser(User):
     def _send(self, item: WorkItem) -> tuple[dict[str, Any], list[float]]:
         ctx = self.context_
         scheduled = ctx.dispatcher.scheduled_s(item)
-        reader = StreamReader()
+        backend = ctx.backend
+        reader = StreamReader(keep_text=backend.retokenizes)
         status, failure = 0, None
         sent = time.time()
         ctx.sent += 1
@@ -109,7 +102,7 @@ class StreamingUser(User):
             with ctx.client.stream(
                 "POST",
                 PATHS[ctx.endpoint],
-                json=request_body(item, ctx.model, ctx.endpoint),
+                json=request_body(item, ctx.model, ctx.endpoint, backend),
                 headers={"X-Request-Id": request_tag(ctx.run_tag, item.request_id)},
             ) as response:
                 status = response.status_code
@@ -131,7 +124,7 @@ class StreamingUser(User):
             failure = Failure(CLIENT_ERROR, f"{type(exc).__name__}: {exc}")
         end = time.time()
         if failure is None:
-            failure = reader.verdict(item.requested_output_tokens)
+            failure = reader.verdict(item.requested_output_tokens, backend.forces_length)
         self._fire("E2E", end - sent, failure.line() if failure else "")
         if reader.token_times:
             self._fire("TTFT", reader.token_times[0] - sent, "")
@@ -142,7 +135,9 @@ class StreamingUser(User):
             end_s=end,
         )
         usage = (reader.usage_prompt, reader.usage_completion)
-        return record_row(item, ctx.worker, timing, status, reader.arrived, usage, failure), reader.token_times
+        retokenized = _retokenized(ctx.count_tokens, reader.text)
+        row = record_row(item, ctx.worker, timing, status, reader.arrived, usage, failure, backend, retokenized)
+        return row, reader.token_times
 
     def _fire(self, name: str, seconds: float, error: str) -> None:
         """Report to Locust's own stats, UI, CSV and HTML (ours keep the raw rows)."""
@@ -154,6 +149,16 @@ class StreamingUser(User):
             exception=RuntimeError(error) if error else None,
             context={},
         )
+
+
+def _retokenized(count_tokens: Callable[[str], int] | None, text: str | None) -> int:
+    """The streamed text's tokens; -1 when not kept, not counted, or the count failed (the row is then not exact)."""
+    if text is None or count_tokens is None:
+        return -1
+    try:
+        return count_tokens(text)
+    except Exception:  # noqa: BLE001 - a tokenizer fault must not cost the request its row
+        return -1
 
 
 class _Stalled(Exception):

@@ -44,6 +44,10 @@ class RunCounts(BaseModel):
     ok: int = Field(0, description="rows with HTTP 200, a complete well-formed stream and the tokens asked for")
     failed: int = Field(0, description="rows of failed requests, whatever the kind (see failures)")
     length_mismatch: int = Field(0, description="rows whose arrived tokens differ from the tokens asked for")
+    inexact: int = Field(
+        0, description="ok rows whose length is not known to be the one asked for (records' length_exact false):"
+        " not forced, or counts that disagree; 0 in runs recorded before it"
+    )
     unanswered: int = Field(
         0, description="rows the runner wrote for owed requests no load user answered for (not_sent, lost)"
     )
@@ -126,6 +130,10 @@ class RunManifest(BaseModel):
     load_processes: list[LoadProcess] | None = Field(
         None, description="each process of a distributed run (--workers, harness.driver.distributed.cluster);"
         " None: one process"
+    )
+    backend: str = Field(
+        "vllm", description="the kind of server the requests were shaped for (harness.driver.backends): vllm,"
+        " transformers, or openai (lengths not forced)"
     )
     engine_steps: bool = Field(False, description="True if steps.parquet holds the engine's own step log")
     gpu_telemetry: GpuTelemetry | None = Field(

@@ -59,8 +59,16 @@ class RunData:
     partial: tuple[str, ...] = ()
 
 
-# Columns added after runs were first recorded, and what an older run's rows mean by them.
-RECORD_DEFAULTS = {"usage_completion_tokens": -1, "error_kind": ""}
+# Columns added after runs were first recorded, and what an older run's rows mean by them
+# (a function of the rows where that depends on them).
+RECORD_DEFAULTS: dict[str, Any] = {
+    "usage_completion_tokens": -1,
+    "error_kind": "",
+    # Older runs all asked vLLM's way and counted token ids: forced, not re-tokenised, exact when ok.
+    "length_forced": True,
+    "retokenized_completion_tokens": -1,
+    "length_exact": lambda rows: rows["ok"],
+}
 
 
 def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunData:
@@ -121,7 +129,8 @@ def _read_manifest(path: Path) -> RunManifest:
 
 
 def _read_table(path: Path, schema: pa.Schema, defaults: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Read a parquet table, requiring every column of `schema` but those in `defaults` (filled if absent)."""
+    """Read a parquet table, requiring every column of `schema` but those in `defaults` (filled if absent:
+    a value, or a function of the frame read)."""
     defaults = defaults or {}
     if not path.is_file():
         raise UsageError(f"{path}: missing (a finished run has {path.name})")
@@ -135,7 +144,7 @@ def _read_table(path: Path, schema: pa.Schema, defaults: dict[str, Any] | None =
     frame: pd.DataFrame = table.select([name for name in schema.names if name in table.column_names]).to_pandas()
     for name, value in defaults.items():
         if name not in frame.columns:
-            frame[name] = value
+            frame[name] = value(frame) if callable(value) else value
     return frame
 
 

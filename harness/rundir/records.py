@@ -56,6 +56,21 @@ RECORD_FIELDS: dict[str, tuple[pa.DataType, str]] = {
         "HTTP 200, a well-formed stream ending in [DONE], no error event, the tokens asked for, usage agreeing",
     ),
     "length_mismatch": (pa.bool_(), "completion_tokens differs from requested_output_tokens"),
+    "length_forced": (
+        pa.bool_(),
+        "the request forced its length through options the server honours (harness.driver.backends); false"
+        " for a generic OpenAI server, where requested_output_tokens is only a cap",
+    ),
+    "retokenized_completion_tokens": (
+        pa.int64(),
+        "the streamed text's tokens by the run's tokenizer, the cross-check where no token ids arrive; -1 if"
+        " not counted",
+    ),
+    "length_exact": (
+        pa.bool_(),
+        "ok, the length forced, and every count agreeing with requested_output_tokens (token ids; else usage"
+        " and the re-tokenised text)",
+    ),
 }
 
 TOKEN_FIELDS: dict[str, tuple[pa.DataType, str]] = {

@@ -1,0 +1,130 @@
+"""The kinds of server the driver talks to, each in one place.
+
+Per kind: how a request asks for an exact output length, how the tokens that arrive
+are counted, and which health, model-list, tokenize and metrics endpoints exist.
+
+- `vllm`: `min_tokens` = `max_tokens` with `ignore_eos` force the length; `return_token_ids`
+  makes every chunk carry its token ids, which are the count (harness.driver.stream).
+- `transformers`: `transformers serve`. Its request schema refuses vLLM's fields (HTTP 422),
+  and its chunks carry text only, with the count in the final usage. The length is forced
+  through its own per-request `generation_config`: `eos_token_id` -1 turns end-of-sequence
+  off (the one per-request stop its continuous batching reads besides `max_new_tokens`),
+  and `min_new_tokens` = `max_new_tokens` holds its sequential `generate()` to the length.
+  The streamed text is re-tokenised with the run's tokenizer to cross-check the usage.
+- `openai`: any other OpenAI-compatible server. Only standard fields are sent: the length
+  is a cap, never forced, so no request of it counts as exact. The streamed text is
+  re-tokenised too, beside the server's usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.workload.prompts import TokenizerLike
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What the driver sends to, and believes of, one kind of server."""
+
+    name: str
+    # Requests ask for exactly their length through options this kind honours.
+    forces_length: bool
+    # No token ids arrive: the streamed text is kept and re-tokenised to cross-check the usage.
+    retokenizes: bool
+    # Fields that fix the output length, in the order they are sent.
+    length_fields: Callable[[int], dict[str, Any]]
+    # Fields that ask for usage (and token ids) in the stream.
+    stream_fields: dict[str, Any]
+    models_path: str = "/v1/models"
+    health_path: str | None = "/health"
+    # POST {"model", "prompt"} answering {"count"}; None: the kind has none.
+    tokenize_path: str | None = None
+    # Prometheus text with vLLM's metric names (harness.telemetry); None: the kind has none.
+    metrics_path: str | None = None
+
+    def request_body(self, model: str, prompt: str, tokens: int, endpoint: str) -> dict[str, Any]:
+        """The streamed request's JSON body for `prompt`, asking for `tokens` output tokens."""
+        body: dict[str, Any] = {"model": model, **self.length_fields(tokens), "stream": True, **self.stream_fields}
+        if endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        return body
+
+    def warm_up_body(self, model: str, prompt: str, tokens: int) -> dict[str, Any]:
+        """A short unstreamed completion's body, asking for `tokens` output tokens."""
+        return {"model": model, "prompt": prompt, **self.length_fields(tokens)}
+
+    def length_exact(self, ok: bool, requested: int, arrived: int, usage_completion: int, retokenized: int) -> bool:
+        """Whether a request is known to have generated exactly `requested` tokens.
+
+        Never for a kind that cannot force the length. Where token ids are counted, an ok
+        request is exact (its verdict compared ids, usage and length). Where only text
+        arrives, the usage, the count and the re-tokenised text must all agree: a server
+        whose usage claims n tokens while its text holds fewer is not exact.
+        """
+        if not (ok and self.forces_length and arrived == requested):
+            return False
+        return not self.retokenizes or usage_completion == arrived == retokenized
+
+
+def _vllm_length(tokens: int) -> dict[str, Any]:
+    return {"max_tokens": tokens, "min_tokens": tokens, "ignore_eos": True}
+
+
+def _transformers_length(tokens: int) -> dict[str, Any]:
+    # A JSON string: the server builds a GenerationConfig from it (transformers/cli/serving/utils.py).
+    config = {"max_new_tokens": tokens, "min_new_tokens": tokens, "eos_token_id": -1}
+    return {"max_tokens": tokens, "generation_config": json.dumps(config)}
+
+
+def _openai_length(tokens: int) -> dict[str, Any]:
+    return {"max_tokens": tokens}
+
+
+VLLM = Backend(
+    name="vllm",
+    forces_length=True,
+    retokenizes=False,
+    length_fields=_vllm_length,
+    stream_fields={
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        # vLLM then sends each chunk's token ids: the count of what arrived (harness.driver.stream).
+        "return_token_ids": True,
+    },
+    tokenize_path="/tokenize",
+    metrics_path="/metrics",
+)
+TRANSFORMERS = Backend(
+    name="transformers",
+    forces_length=True,
+    retokenizes=True,
+    length_fields=_transformers_length,
+    # It always sends the usage in its last chunk, and logs a warning for stream_options.
+    stream_fields={},
+)
+OPENAI = Backend(
+    name="openai",
+    forces_length=False,
+    retokenizes=True,
+    length_fields=_openai_length,
+    stream_fields={"stream_options": {"include_usage": True}},
+    health_path=None,
+)
+
+BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (VLLM, TRANSFORMERS, OPENAI)}
+
+
+def text_token_counter(tokenizer: TokenizerLike) -> Callable[[str], int]:
+    """Counts a streamed text's tokens as `tokenizer` does, adding no special tokens (a
+    server streams none of those: it decodes with them skipped)."""
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    return count

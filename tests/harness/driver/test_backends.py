@@ -1,0 +1,140 @@
+"""Per kind of server: the body that asks for a length, and what a stream's counts are worth."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from harness.driver.backends import BACKENDS, OPENAI, TRANSFORMERS, VLLM, Backend, text_token_counter
+from harness.driver.outcome import LENGTH_MISMATCH, Timing, record_row
+from harness.driver.stream import StreamReader
+from harness.driver.work import NO_WAVE, WorkItem
+from harness.workload.tokenizer_file import FileTokenizer
+
+ITEM = WorkItem(
+    request_id=3, prompt="hello there", planned_prompt_tokens=2, planned_output_tokens=5,
+    requested_output_tokens=5, wave=NO_WAVE, arrival_s=None,
+)
+WORDS = ["<unk>", "a", "ba", "da", "ga"]
+
+
+def words() -> FileTokenizer:
+    """A word-level tokenizer: one token per space-separated word of WORDS."""
+    tokenizer = Tokenizer(models.WordLevel(vocab={word: i for i, word in enumerate(WORDS)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    return FileTokenizer(tokenizer)
+
+
+def event(payload: dict) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def text_stream(pieces: list[str], usage: int) -> bytes:
+    """A stream as `transformers serve` sends it: text chunks, then the usage alone, then [DONE]."""
+    body = b"".join(event({"choices": [{"text": piece, "index": 0}]}) for piece in pieces)
+    final = {"choices": [{"text": "", "index": 0, "finish_reason": "length"}],
+             "usage": {"prompt_tokens": 2, "completion_tokens": usage, "total_tokens": 2 + usage}}
+    return body + event(final) + b"data: [DONE]\n\n"
+
+
+def request_body(item: WorkItem, model: str, endpoint: str, backend: Backend = VLLM) -> dict:
+    """The body the load user sends (harness.driver.user.request_body, which imports Locust)."""
+    return backend.request_body(model, item.prompt, item.requested_output_tokens, endpoint)
+
+
+def row_of(backend: Backend, body: bytes) -> dict:
+    """What the load user records for a request to `backend` whose response body is `body`."""
+    reader = StreamReader(keep_text=backend.retokenizes)
+    reader.feed(body, 1.0)
+    failure = reader.verdict(ITEM.requested_output_tokens, backend.forces_length)
+    text = reader.text
+    retokenized = text_token_counter(words())(text) if text is not None else -1
+    usage = (reader.usage_prompt, reader.usage_completion)
+    return record_row(ITEM, "w", Timing(), 200, reader.arrived, usage, failure, backend, retokenized)
+
+
+def test_vllm_requests_are_byte_for_byte_what_they_were():
+    completions = (
+        '{"model": "m", "max_tokens": 5, "min_tokens": 5, "ignore_eos": true, "stream": true,'
+        ' "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "return_token_ids": true,'
+        ' "prompt": "hello there"}'
+    )
+    assert json.dumps(request_body(ITEM, "m", "completions")) == completions
+    chat = json.loads(json.dumps(request_body(ITEM, "m", "chat")))
+    assert chat["messages"] == [{"role": "user", "content": "hello there"}] and "prompt" not in chat
+    assert json.dumps(VLLM.warm_up_body("m", "hi", 8)) == (
+        '{"model": "m", "prompt": "hi", "max_tokens": 8, "min_tokens": 8, "ignore_eos": true}'
+    )
+
+
+def test_each_kind_says_which_endpoints_it_has():
+    assert list(BACKENDS) == ["vllm", "transformers", "openai"]
+    assert (VLLM.tokenize_path, VLLM.metrics_path, VLLM.health_path) == ("/tokenize", "/metrics", "/health")
+    assert (TRANSFORMERS.tokenize_path, TRANSFORMERS.metrics_path, TRANSFORMERS.health_path) == (None, None, "/health")
+    assert (OPENAI.tokenize_path, OPENAI.metrics_path, OPENAI.health_path) == (None, None, None)
+    assert all(backend.models_path == "/v1/models" for backend in BACKENDS.values())
+
+
+def test_transformers_serve_accepts_the_body_and_forces_the_length_in_both_modes():
+    """Checked against the installed `transformers serve` handler's own code, no server started."""
+    pytest.importorskip("fastapi")
+    from transformers import GenerationConfig
+    from transformers.cli.serving.chat_completion import ChatCompletionHandler
+    from transformers.cli.serving.completion import CompletionHandler
+
+    for handler_class, endpoint in ((CompletionHandler, "completions"), (ChatCompletionHandler, "chat")):
+        handler = object.__new__(handler_class)
+        handler.generation_state = SimpleNamespace(_compile=False)
+        body = request_body(ITEM, "m", endpoint, TRANSFORMERS)
+        handler._validate_request(body)  # HTTP 422 for a field its schema lacks (vLLM's min_tokens, ignore_eos)
+        for continuous in (False, True):
+            config = handler._build_generation_config(body, GenerationConfig(eos_token_id=2), use_cb=continuous)
+            # Continuous batching reads max_new_tokens and eos_token_id per request; generate() all three.
+            assert (config.max_new_tokens, config.min_new_tokens, config.eos_token_id) == (5, 5, -1)
+    vllm_body = request_body(ITEM, "m", "completions", VLLM)
+    with pytest.raises(Exception, match="Unexpected fields"):
+        object.__new__(CompletionHandler)._validate_request(vllm_body)
+
+
+def test_openai_requests_carry_only_fields_of_the_openai_schema():
+    pytest.importorskip("openai")
+    from openai.types.completion_create_params import CompletionCreateParamsBase
+
+    body = request_body(ITEM, "m", "completions", OPENAI)
+    assert set(body) <= CompletionCreateParamsBase.__mutable_keys__ | {"stream"}
+    assert body["max_tokens"] == 5 and "min_tokens" not in body
+
+
+def test_an_honest_text_stream_is_exact():
+    row = row_of(TRANSFORMERS, text_stream(["a", " ba", " da", " ga", " a"], usage=5))
+    assert row["ok"] and row["completion_tokens"] == 5 and row["usage_completion_tokens"] == 5
+    assert row["retokenized_completion_tokens"] == 5
+    assert row["length_forced"] and row["length_exact"]
+
+
+def test_usage_claiming_every_token_beside_one_character_of_text_is_not_exact():
+    """No token ids; the only text chunk is one character; the usage claims all 5 tokens asked for."""
+    body = text_stream(["a"], usage=5)
+    row = row_of(TRANSFORMERS, body)
+    assert row["retokenized_completion_tokens"] == 1 and row["usage_completion_tokens"] == 5
+    assert not row["length_exact"]
+    # Counted the vLLM way, the same bytes pass as 5 exact tokens: only the re-tokenised text shows the lie.
+    assert row_of(VLLM, body)["length_exact"]
+
+
+def test_a_generic_server_is_never_exact_and_a_shorter_answer_is_no_failure():
+    short = row_of(OPENAI, text_stream(["a", " ba"], usage=2))
+    assert short["ok"] and short["length_mismatch"] and not short["length_forced"] and not short["length_exact"]
+    assert (short["planned_output_tokens"], short["completion_tokens"]) == (5, 2)
+    assert short["retokenized_completion_tokens"] == 2
+    full = row_of(OPENAI, text_stream(["a", " ba", " da", " ga", " a"], usage=5))
+    assert full["ok"] and not full["length_mismatch"] and not full["length_exact"]
+    assert row_of(OPENAI, text_stream([], usage=0))["error_kind"] == LENGTH_MISMATCH
+
+
+def test_a_forced_text_stream_that_stops_short_is_a_length_mismatch():
+    row = row_of(TRANSFORMERS, text_stream(["a", " ba"], usage=2))
+    assert row["error_kind"] == LENGTH_MISMATCH and not row["length_exact"]
