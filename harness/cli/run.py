@@ -12,7 +12,7 @@ from typing import cast
 from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
-from harness.driver.backends import BACKENDS, VLLM
+from harness.driver.backends import BACKENDS, VLLM, check_distributable
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     cluster = cluster_spec(args.workers, parse_address(args.master_bind) if args.master_bind else None)
     if cluster is not None:
         check_workers(cluster.workers, user_count(plan, system, args.max_num_seqs, args.max_users))
+        check_distributable(BACKENDS[args.backend])
     with contextlib.ExitStack() as stack:
         server_info = None
         if args.launch:

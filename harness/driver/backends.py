@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import UsageError
+
 if TYPE_CHECKING:
     from harness.workload.prompts import TokenizerLike
 
@@ -118,6 +120,13 @@ OPENAI = Backend(
 )
 
 BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (VLLM, TRANSFORMERS, OPENAI)}
+
+
+def check_distributable(backend: Backend) -> None:
+    """Refuse a distributed run (`--workers`) for a kind other than vLLM: workers hold no
+    tokenizer to re-tokenise with, and their brief names no backend."""
+    if backend is not VLLM:
+        raise UsageError(f"the {backend.name} backend runs in one process only: drop --workers")
 
 
 def text_token_counter(tokenizer: TokenizerLike) -> Callable[[str], int]:

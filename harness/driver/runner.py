@@ -17,7 +17,7 @@ from typing import Any
 
 import gevent
 
-from harness.driver.backends import VLLM, Backend, text_token_counter
+from harness.driver.backends import VLLM, Backend, check_distributable, text_token_counter
 from harness.driver.dispatch import Dispatcher, WorkSource
 from harness.driver.distributed.cluster import Cluster
 from harness.driver.distributed.shard import ClusterSpec, check_workers
@@ -118,9 +118,7 @@ def execute(request: RunRequest) -> RunOutcome:
     if request.cluster is not None:
         # Refused before any worker starts: more workers than concurrent users would idle.
         check_workers(request.cluster.workers, users)
-        if request.backend is not VLLM:
-            # Workers hold no tokenizer to re-tokenise with, and their brief names no backend.
-            raise UsageError(f"a {request.backend.name} server is driven from one process only: drop --workers")
+        check_distributable(request.backend)
     with contextlib.ExitStack() as stack:
         cluster = None
         if request.cluster is not None:

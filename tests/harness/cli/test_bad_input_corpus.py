@@ -114,6 +114,15 @@ CLI_CASES = {
         "--system naive pads waves",
     ),
     "unknown system": ([*RUN, "--out", "o", "--system", "dynamic"], "unknown system 'dynamic'"),
+    "unknown backend": ([*RUN, "--out", "o", "--backend", "tgi"], "invalid choice: 'tgi'"),
+    "backend with a launched vLLM": (
+        [*RUN[:3], "--launch", "continuous", "--backend", "transformers", "--out", "o"],
+        "--launch starts vLLM: --backend transformers is for a server at --endpoint",
+    ),
+    "backend over workers": (
+        [*RUN, "--out", "o", "--backend", "openai", "--workers", "2"],
+        "the openai backend runs in one process only: drop --workers",
+    ),
     "api key variable unset": (
         [*RUN, "--out", "o", "--api-key-env", "BATCHBENCH_NO_SUCH_VARIABLE"],
         "that environment variable is not set",
