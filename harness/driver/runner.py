@@ -220,9 +220,12 @@ def _start_load(request: RunRequest, run: _PreparedRun, users: int, stack: conte
     load.create_runner(request.ui_port if request.ui else None)
     if request.ui:
         logger.info(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
-    load.start_telemetry(
-        TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers)
-    )
+    if request.backend.metrics_path is None:
+        logger.info(f"a {request.backend.name} server has no /metrics: no server telemetry")
+    else:
+        load.start_telemetry(
+            TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers)
+        )
     load.start_users(users)
     # From the first send on: spawning the users is set-up, not the run.
     load.start_monitor()
