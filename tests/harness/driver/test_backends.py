@@ -138,3 +138,40 @@ def test_a_generic_server_is_never_exact_and_a_shorter_answer_is_no_failure():
 def test_a_forced_text_stream_that_stops_short_is_a_length_mismatch():
     row = row_of(TRANSFORMERS, text_stream(["a", " ba"], usage=2))
     assert row["error_kind"] == LENGTH_MISMATCH and not row["length_exact"]
+
+
+def test_transformers_generation_under_that_config_gives_exactly_the_length_in_both_modes():
+    """A tiny random model whose own EOS comes first: `generate()` (the sequential mode) and
+    the continuous-batching manager (as the server calls them) both still give n tokens."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fastapi")
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.cli.serving.completion import CompletionHandler
+
+    torch.manual_seed(0)
+    shape = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, num_key_value_heads=2, **shape)).eval()
+    prompt = [1, 5, 9, 11]
+    model.generation_config.eos_token_id = model.generate(torch.tensor([prompt]), max_new_tokens=1)[0, -1].item()
+    handler = object.__new__(CompletionHandler)
+    handler.generation_state = SimpleNamespace(_compile=False)
+
+    def config(tokens: int, continuous: bool):
+        body = TRANSFORMERS.request_body("m", "x", tokens, "completions")
+        return handler._build_generation_config(body, model.generation_config, use_cb=continuous)
+
+    inputs = torch.tensor([prompt])
+    assert model.generate(inputs, max_new_tokens=9).shape[1] == len(prompt) + 1
+    for tokens in (3, 9):
+        assert model.generate(inputs, generation_config=config(tokens, False)).shape[1] == len(prompt) + tokens
+    manager = model.init_continuous_batching(generation_config=config(3, True))
+    manager.start()
+    try:
+        for tokens in (3, 9):
+            forced = config(tokens, True)
+            request = manager.add_request(
+                prompt, max_new_tokens=forced.max_new_tokens, eos_token_id=forced.eos_token_id
+            )
+            assert len(manager.get_result(request_id=request, timeout=60).generated_tokens) == tokens
+    finally:
+        manager.stop(block=True, timeout=10)
