@@ -1,8 +1,13 @@
 """The batching systems the harness measures and predicts, and the server each runs on.
 
+vLLM's three, the reproduction's systems (`SYSTEMS`):
 - continuous: vLLM's own scheduler;
 - static: the same server with the static-batching scheduler plugin;
 - naive: padded waves of B requests sent by the client to the continuous server.
+
+Hugging Face's `transformers serve`, a second, independent server (`HF_SYSTEMS`):
+- hf-continuous: its own continuous batching (paged attention, iteration-level scheduling);
+- hf-sequential: one `generate()` at a time, no batching at all.
 
 A server mode is a system with a scheduler of its own; `SERVER_MODE` is the one
 statement of which server each system needs, and the names below derive from it.
@@ -13,18 +18,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-# The Literal types are what mypy checks, the map is what the code reads; tests/harness/test_systems.py
+# The Literal types are what mypy checks, the maps are what the code reads; tests/harness/test_systems.py
 # keeps them in agreement.
-SystemName = Literal["continuous", "static", "naive"]
-# The systems a launched server can be started as (launchers.ServerSpec.mode).
+SystemName = Literal["continuous", "static", "naive", "hf-continuous", "hf-sequential"]
+# The modes a vLLM server can be started in (launchers.ServerSpec.mode).
 Mode = Literal["continuous", "static"]
+# The modes a `transformers serve` server can be started in (launchers.TransformersSpec.mode).
+HfMode = Literal["hf-continuous", "hf-sequential"]
 
-SERVER_MODE: dict[SystemName, Mode] = {"continuous": "continuous", "static": "static", "naive": "continuous"}
-SYSTEMS: tuple[SystemName, ...] = tuple(SERVER_MODE)
-MODES: tuple[Mode, ...] = tuple(dict.fromkeys(SERVER_MODE.values()))
+VLLM_SERVER_MODE: dict[SystemName, Mode] = {"continuous": "continuous", "static": "static", "naive": "continuous"}
+HF_SERVER_MODE: dict[SystemName, HfMode] = {"hf-continuous": "hf-continuous", "hf-sequential": "hf-sequential"}
+SERVER_MODE: dict[SystemName, Mode | HfMode] = {**VLLM_SERVER_MODE, **HF_SERVER_MODE}
+SYSTEMS: tuple[SystemName, ...] = tuple(VLLM_SERVER_MODE)
+HF_SYSTEMS: tuple[SystemName, ...] = tuple(HF_SERVER_MODE)
+MODES: tuple[Mode, ...] = tuple(dict.fromkeys(VLLM_SERVER_MODE.values()))
+HF_MODES: tuple[HfMode, ...] = tuple(HF_SERVER_MODE.values())
 
 
 def modes_for(systems: Iterable[SystemName]) -> list[Mode]:
-    """The server modes `systems` run on, each once, in `MODES` order."""
-    needed = {SERVER_MODE[system] for system in systems}
+    """The vLLM server modes `systems` run on, each once, in `MODES` order."""
+    needed = {VLLM_SERVER_MODE[system] for system in systems}
     return [mode for mode in MODES if mode in needed]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -10,7 +9,6 @@ import platform
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -18,13 +16,14 @@ from pathlib import Path
 
 import httpx
 
-from harness.errors import ServerError, UsageError
+from harness.errors import UsageError
 from harness.settings import Settings
 from harness.systems import Mode
 from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
+from launchers.handle import ServerProcess
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
-from launchers.process import ensure_port_free, free_port, group_members, stop_group, tail
+from launchers.process import ensure_port_free, free_port, group_members
 from launchers.spec import ServerSpec
 
 # The engine process imports the plugin from here; the launcher puts this on its PYTHONPATH.
@@ -173,44 +172,18 @@ class ServerInfo:
     dtype: str | None = None
 
 
-class ServerHandle:
-    """A running server. Use as a context manager, or call `stop()`."""
+class ServerHandle(ServerProcess):
+    """A running vLLM server. Use as a context manager, or call `stop()`."""
+
+    kind = "vLLM"
 
     def __init__(
         self, process: subprocess.Popen, info: ServerInfo, log_path: Path, spec: ServerSpec, ipc_dir: Path
     ) -> None:
-        self.process = process
-        self.info = info
-        self.log_path = log_path
-        self.info_path = log_path.with_name("server.json")
+        super().__init__(process, info, log_path, spec.startup_timeout_s, spec.stop_grace_s)
+        self.info: ServerInfo = info
         self.spec = spec
         self.ipc_dir = ipc_dir
-
-    @property
-    def base_url(self) -> str:
-        return self.info.base_url
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def argv(self) -> list[str]:
-        return self.info.argv
-
-    @property
-    def served_model(self) -> str:
-        return self.info.model
-
-    def alive(self) -> bool:
-        """True while the API server process runs."""
-        return self.process.poll() is None
-
-    def check(self) -> None:
-        """Raise ServerError, quoting the log, if the server has died."""
-        code = self.process.poll()
-        if code is not None:
-            raise ServerError(self._death_message(f"vLLM server exited with code {code}"))
 
     def processes(self) -> list[int]:
         """PIDs of every live process of the server's group (API server, engine, workers)."""
@@ -227,55 +200,18 @@ class ServerHandle:
 
     def stop(self) -> None:
         """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
-        stop_group(self.process.pid, self.spec.stop_grace_s)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
+        super().stop()
         shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
-    def __enter__(self) -> ServerHandle:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
-
-    def wait_ready(self) -> None:
-        """Block until /health and /v1/models answer; raise ServerError on death or timeout."""
-        started = time.monotonic()
-        last_note = started
-        with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
-            while True:
-                self.check()
-                if _ready(client, self.info.model):
-                    self.info.ready_after_s = round(time.monotonic() - started, 2)
-                    logger.info(
-                        f"vLLM ({self.info.mode}) ready at {self.base_url} after {self.info.ready_after_s:.0f} s"
-                    )
-                    return
-                elapsed = time.monotonic() - started
-                if elapsed > self.spec.startup_timeout_s:
-                    self.stop()
-                    limit = f"{self.spec.startup_timeout_s:.0f} s"
-                    raise ServerError(self._death_message(f"vLLM did not become ready within {limit}"))
-                if time.monotonic() - last_note >= 10:
-                    logger.info(f"waiting for vLLM ({self.info.mode}) to start: {elapsed:.0f} s (log: {self.log_path})")
-                    last_note = time.monotonic()
-                time.sleep(0.5)
-
-    def _death_message(self, headline: str) -> str:
-        return f"{headline}; last 40 lines of {self.log_path}:\n{tail(self.log_path, 40)}"
-
-    def write_info(self) -> None:
-        self.info_path.write_text(json.dumps(asdict(self.info), indent=2))
-
-
-def _ready(client: httpx.Client, model: str) -> bool:
-    try:
-        if client.get("/health").status_code != 200:
+    def ready(self, client: httpx.Client) -> bool:
+        """/health answers 200 and /v1/models lists the served model."""
+        try:
+            if client.get("/health").status_code != 200:
+                return False
+            models = client.get("/v1/models")
+        except httpx.HTTPError:
             return False
-        models = client.get("/v1/models")
-    except httpx.HTTPError:
-        return False
-    return models.status_code == 200 and any(m.get("id") == model for m in models.json().get("data", []))
+        return models.status_code == 200 and any(m.get("id") == self.info.model for m in models.json().get("data", []))
 
 
 def probe_vllm(python: str) -> VllmBuild:

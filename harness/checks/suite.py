@@ -41,7 +41,7 @@ from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.rundir.reader import load_run
 from harness.settings import Settings
 from harness.sweep import SweepCell, SweepTarget, run_cells
-from harness.systems import SERVER_MODE, SYSTEMS, Mode
+from harness.systems import SYSTEMS, VLLM_SERVER_MODE, Mode
 from harness.workload import WorkloadSpec, load_specs
 from harness.workload.spec import ClosedLoopArrival
 from launchers import ServerHandle, ServerSpec
@@ -93,7 +93,7 @@ def run_checks(plan: Plan) -> Verdict:
         recorded = _target(up["recorded"])
         servers: dict[Mode, SweepTarget] = {"continuous": recorded, "static": _target(up["static"])}
         specs = _reproduction_specs(sizes)
-        targets = {system: servers[SERVER_MODE[system]] for system in SYSTEMS}
+        targets = {system: servers[VLLM_SERVER_MODE[system]] for system in SYSTEMS}
         keys = [(spec, system) for spec in specs for system in targets]
         logger.info(f"[reproduction] {len(specs)} spreads x 3 systems at B = {sizes.batch_size}")
         made = run_cells([SweepCell(system, spec, targets[system]) for spec, system in keys], runs, repetitions=1)

@@ -27,7 +27,7 @@ from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
-from harness.systems import SERVER_MODE, SYSTEMS, Mode
+from harness.systems import SYSTEMS, VLLM_SERVER_MODE, Mode
 from launchers import start
 
 if TYPE_CHECKING:
@@ -159,8 +159,8 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         targets = _targets(args, out, stack)
         specs, job = _plan(args, specs, targets, repetitions, out / "probe")
-        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
-                 for spec in specs for system in SYSTEMS if SERVER_MODE[system] in targets]
+        cells = [SweepCell(system, spec, targets[VLLM_SERVER_MODE[system]])
+                 for spec in specs for system in SYSTEMS if VLLM_SERVER_MODE[system] in targets]
         clock = _JobClock(job, len(cells) * repetitions)
         try:
             # Per workload the three systems back to back, so each repetition's ratios compare
@@ -258,7 +258,7 @@ def _plan(args: argparse.Namespace, specs: list[WorkloadSpec], targets: dict[Mod
     probe = probe_machine(targets, specs, probe_dir, args.max_num_seqs)
     if probe is None:
         return specs, None
-    systems = [system for system in SYSTEMS if SERVER_MODE[system] in targets]
+    systems = [system for system in SYSTEMS if VLLM_SERVER_MODE[system] in targets]
     after_s = REPORT_S * repetitions
     if args.full_size:
         job = plan_job(specs, systems, repetitions, probe.machine, after_s=after_s)

@@ -12,14 +12,16 @@ from typing import cast
 from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
-from harness.driver.backends import BACKENDS, VLLM, check_distributable
+from harness.driver.backends import BACKENDS, TRANSFORMERS, VLLM, Backend, check_distributable
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S, Timeouts
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from harness.settings import Settings
-from harness.systems import MODES, SERVER_MODE, SYSTEMS, Mode
+from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, HfMode, Mode
 from harness.telemetry import TELEMETRY_INTERVAL_S
 from launchers import start
+from launchers.handle import ServerProcess
+from launchers.transformers_server import TransformersSpec, start_transformers
 
 
 def add_parser(subparsers) -> None:
@@ -29,18 +31,21 @@ def add_parser(subparsers) -> None:
     )
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--endpoint", help="base URL of a running OpenAI-compatible server")
-    target.add_argument("--launch", help=f"start vLLM in this mode: {', '.join(MODES)}")
+    target.add_argument(
+        "--launch",
+        help=f"start a server in this mode: vLLM {', '.join(MODES)}; `transformers serve` {', '.join(HF_MODES)}",
+    )
     parser.add_argument("--out", required=True, type=Path, help="new directory for the run's tables and manifest")
     parser.add_argument(
         "--system",
-        help="label and client behaviour: continuous, static, or naive (padded waves of B from the client); "
-        "default: the launched mode, or continuous for --endpoint",
+        help="label and client behaviour: continuous, static, naive (padded waves of B from the client),"
+        f" {', '.join(HF_SYSTEMS)}; default: the launched mode, or continuous for --endpoint",
     )
     parser.add_argument(
-        "--backend", choices=list(BACKENDS), default=VLLM.name,
+        "--backend", choices=list(BACKENDS),
         help="the kind of server at --endpoint: vllm (lengths forced, token ids counted), transformers"
         " (`transformers serve`: lengths forced, usage cross-checked by re-tokenising the text), or openai"
-        " (any other: lengths only capped, never exact); default vllm",
+        " (any other: lengths only capped, never exact); default: the launched server's kind, else vllm",
     )
     parser.add_argument("--tokenizer", help="tokenizer directory for prompts (default: the served model's directory)")
     parser.add_argument("--api-key-env", metavar="NAME", help="send the bearer token held in this environment variable")
@@ -85,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
     # Bad input is refused before the load, analysis and history code is imported (seconds).
     spec = load_spec(args.workload)
     system = _system(args)
-    if args.launch and args.backend != VLLM.name:
-        raise UsageError(f"--launch starts vLLM: --backend {args.backend} is for a server at --endpoint")
+    backend = _backend(args)
     headers = _headers(args.api_key_env)
 
     from harness.analysis.assess import assess_run_dirs
@@ -106,18 +110,16 @@ def run(args: argparse.Namespace) -> int:
     cluster = cluster_spec(args.workers, parse_address(args.master_bind) if args.master_bind else None)
     if cluster is not None:
         check_workers(cluster.workers, user_count(plan, system, args.max_num_seqs, args.max_users))
-        check_distributable(BACKENDS[args.backend])
+        check_distributable(backend)
     with contextlib.ExitStack() as stack:
         server_info = None
         if args.launch:
-            launch = cast(Mode, args.launch)  # _system checked it is one of MODES
-            server = stack.enter_context(
-                start(server_spec(args, launch), log_dir=args.out.parent / f".{args.out.name}-server")
-            )
+            log_dir = args.out.parent / f".{args.out.name}-server"
+            server = stack.enter_context(_launch(args, log_dir))
             base_url, model, server_info = server.base_url, server.served_model, asdict(server.info)
         else:
             base_url, model = args.endpoint, args.model
-        endpoint = probe_endpoint(base_url, headers, model)
+        endpoint = probe_endpoint(base_url, headers, model, backend)
         if is_calibration_owner(endpoint.owned_by):
             server_info = calibration_server_info()
         check_fits(plan, system, args.max_num_seqs, endpoint.max_model_len)
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 warmup=not args.no_warmup,
                 ui=args.ui,
                 cluster=cluster,
-                backend=BACKENDS[args.backend],
+                backend=backend,
             )
         )
     assessed = assess_run_dirs([args.out], allow_partial=True).assessed
@@ -150,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if outcome.counts.inexact:
         print(
             f"batchbench: warning: {outcome.counts.inexact} of {outcome.counts.ok} ok requests are not known to have"
-            f" the length asked for (--backend {args.backend}; length_exact in {args.out / 'records.parquet'})",
+            f" the length asked for (--backend {backend.name}; length_exact in {args.out / 'records.parquet'})",
             file=sys.stderr,
         )
     return exit_code(outcome, args.allow_length_mismatch, args.out)
@@ -177,15 +179,35 @@ def exit_code(outcome, allow_length_mismatch: bool, out: Path) -> int:
 
 def _system(args: argparse.Namespace) -> str:
     system = args.system or args.launch or "continuous"
-    if system not in SYSTEMS:
-        raise UsageError(f"unknown system {system!r}: use one of {', '.join(SYSTEMS)}")
-    if args.launch and args.launch not in MODES:
-        raise UsageError(f"unknown mode {args.launch!r}: use one of {', '.join(MODES)}")
+    if system not in SERVER_MODE:
+        raise UsageError(f"unknown system {system!r}: use one of {', '.join(SERVER_MODE)}")
+    if args.launch and args.launch not in (*MODES, *HF_MODES):
+        raise UsageError(f"unknown mode {args.launch!r}: use one of {', '.join((*MODES, *HF_MODES))}")
     if args.launch and SERVER_MODE[system] != args.launch:
-        if system in MODES:
+        if system != "naive":
             raise UsageError(f"--system {system} does not match --launch {args.launch}")
         raise UsageError(f"--system {system} pads waves on the client: launch a {SERVER_MODE[system]} server for it")
     return system
+
+
+def _backend(args: argparse.Namespace) -> Backend:
+    """The kind of server the run talks to: as given, else the launched server's kind, else vLLM."""
+    launched = TRANSFORMERS if args.launch in HF_MODES else VLLM if args.launch else None
+    if args.backend is None:
+        return launched or VLLM
+    if launched is not None and args.backend != launched.name:
+        raise UsageError(f"--launch {args.launch} starts a {launched.name} server: --backend {args.backend}"
+                         " is for a server at --endpoint")
+    return BACKENDS[args.backend]
+
+
+def _launch(args: argparse.Namespace, log_dir: Path) -> ServerProcess:
+    """Start the server --launch names; _system checked the mode."""
+    if args.launch in HF_MODES:
+        spec = TransformersSpec(mode=cast(HfMode, args.launch), model=args.model or "tiny", host=args.host,
+                                startup_timeout_s=args.startup_timeout_s)
+        return start_transformers(spec, log_dir=log_dir)
+    return start(server_spec(args, cast(Mode, args.launch)), log_dir=log_dir)
 
 
 def _headers(api_key_env: str | None) -> dict[str, str]:

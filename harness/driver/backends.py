@@ -11,6 +11,7 @@ are counted, and which health, model-list, tokenize and metrics endpoints exist.
   off (the one per-request stop its continuous batching reads besides `max_new_tokens`),
   and `min_new_tokens` = `max_new_tokens` holds its sequential `generate()` to the length.
   The streamed text is re-tokenised with the run's tokenizer to cross-check the usage.
+  It is pinned to one model, named by its path, and has no model list that names it.
 - `openai`: any other OpenAI-compatible server. Only standard fields are sent: the length
   is a cap, never forced, so no request of it counts as exact. The streamed text is
   re-tokenised too, beside the server's usage.
@@ -42,7 +43,10 @@ class Backend:
     length_fields: Callable[[int], dict[str, Any]]
     # Fields that ask for usage (and token ids) in the stream.
     stream_fields: dict[str, Any]
-    models_path: str = "/v1/models"
+    # The stream ends with `data: [DONE]`; else the chunk carrying a finish_reason is its end.
+    sends_done: bool = True
+    # An OpenAI model list naming the served model; None: the kind has none that does.
+    models_path: str | None = "/v1/models"
     health_path: str | None = "/health"
     # POST {"model", "prompt"} answering {"count"}; None: the kind has none.
     tokenize_path: str | None = None
@@ -109,6 +113,10 @@ TRANSFORMERS = Backend(
     length_fields=_transformers_length,
     # It always sends the usage in its last chunk, and logs a warning for stream_options.
     stream_fields={},
+    # Its completions stream ends with the finish_reason and usage chunk, no [DONE].
+    sends_done=False,
+    # Its /v1/models lists the hub cache (an error where there is none), never the model it is pinned to.
+    models_path=None,
 )
 OPENAI = Backend(
     name="openai",

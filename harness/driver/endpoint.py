@@ -48,18 +48,17 @@ class _TokenCount(BaseModel):
     count: Annotated[int, Strict(), Field(ge=0)]
 
 
-def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None) -> EndpointInfo:
-    """Check the server answers and serves `model` (default: its only model)."""
+def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None, backend: Backend = VLLM) -> EndpointInfo:
+    """Check the server answers and serves `model` (default: its only model).
+
+    A kind with no model list (`backend.models_path` None) is asked its health instead,
+    and `model` must be given: it is what every request names.
+    """
     url = base_url.rstrip("/")
-    try:
-        response = httpx.get(f"{url}/v1/models", headers=headers, timeout=10)
-    except httpx.HTTPError as exc:
-        raise UsageError(f"cannot reach {url}: {exc}") from exc
-    if response.status_code in (401, 403):
-        raise UsageError(f"{url} refused the request (HTTP {response.status_code}): pass a key with --api-key-env")
-    if response.status_code != 200:
-        raise UsageError(f"{url}/v1/models answered HTTP {response.status_code}: is this an OpenAI-compatible server?")
-    models = _parse(_ModelList, response.content, f"{url}/v1/models")
+    if backend.models_path is None:
+        return _probe_unlisted(url, headers, model, backend)
+    response = _get(url, backend.models_path, headers)
+    models = _parse(_ModelList, response.content, f"{url}{backend.models_path}")
     served = {entry.id: entry for entry in models.data}
     if model is None:
         if len(served) != 1:
@@ -69,6 +68,29 @@ def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None) ->
         raise UsageError(f"model {model!r} is not served at {url} (served: {', '.join(sorted(served)) or 'none'})")
     entry = served[model]
     return EndpointInfo(url, model, entry.root, entry.max_model_len, entry.owned_by)
+
+
+def _probe_unlisted(url: str, headers: dict[str, str], model: str | None, backend: Backend) -> EndpointInfo:
+    if model is None:
+        raise UsageError(f"--backend {backend.name} lists no served model: name it with --model")
+    if backend.health_path is not None:
+        _get(url, backend.health_path, headers)
+    # A local directory is also where the tokenizer is (load_tokenizer).
+    root = model if Path(model).expanduser().is_dir() else None
+    return EndpointInfo(url, model, root, None)
+
+
+def _get(url: str, path: str, headers: dict[str, str]) -> httpx.Response:
+    """GET `path`, or a UsageError saying in one line why the server is not usable."""
+    try:
+        response = httpx.get(f"{url}{path}", headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        raise UsageError(f"cannot reach {url}: {exc}") from exc
+    if response.status_code in (401, 403):
+        raise UsageError(f"{url} refused the request (HTTP {response.status_code}): pass a key with --api-key-env")
+    if response.status_code != 200:
+        raise UsageError(f"{url}{path} answered HTTP {response.status_code}: is this an OpenAI-compatible server?")
+    return response
 
 
 def _parse(shape: type[ModelT], content: bytes, what: str) -> ModelT:

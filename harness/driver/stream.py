@@ -45,6 +45,7 @@ class _Choice(BaseModel):
     text: StrictStr | None = None
     delta: _Delta | None = None
     token_ids: list[StrictInt] | None = None
+    finish_reason: StrictStr | None = None
 
 
 class StreamChunk(BaseModel):
@@ -75,6 +76,8 @@ class StreamReader:
         # The server's own counts, -1 until it gives them.
         self.usage_prompt = -1
         self.usage_completion = -1
+        # A choice said why it ended: the end of a stream that sends no [DONE].
+        self.finished = False
         self._events = 0
 
     @property
@@ -98,14 +101,17 @@ class StreamReader:
             self._events += 1
             self._take(self._parse(payload), now)
 
-    def verdict(self, requested: int, forced: bool = True) -> Failure | None:
+    def verdict(self, requested: int, forced: bool = True, sends_done: bool = True) -> Failure | None:
         """After the body ended: None if the stream was complete and counted what was asked.
 
         `forced`: the request forced its length; else `requested` was only a cap, and an
         output of another length is no failure (an empty one still is).
+        `sends_done`: the server ends a stream with [DONE]; else a finish_reason ends it.
         """
-        if not self.done:
+        if sends_done and not self.done:
             return Failure(INCOMPLETE_STREAM, f"stream ended without [DONE] after {self.arrived} tokens")
+        if not (sends_done or self.done or self.finished):
+            return Failure(INCOMPLETE_STREAM, f"stream ended without a finish_reason after {self.arrived} tokens")
         if self.by_token_ids and self.usage_completion >= 0 and self.usage_completion != self.arrived:
             return Failure(
                 USAGE_MISMATCH, f"server usage says {self.usage_completion} tokens, {self.arrived} token ids arrived"
@@ -146,6 +152,8 @@ class StreamReader:
             counted = usage.completion_tokens
         new, with_ids = 0, False
         for choice in chunk.choices:
+            if choice.finish_reason is not None:
+                self.finished = True
             if choice.token_ids is not None:
                 with_ids = True
                 new += len(choice.token_ids)

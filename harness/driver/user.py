@@ -124,7 +124,7 @@ class StreamingUser(User):
             failure = Failure(CLIENT_ERROR, f"{type(exc).__name__}: {exc}")
         end = time.time()
         if failure is None:
-            failure = reader.verdict(item.requested_output_tokens, backend.forces_length)
+            failure = reader.verdict(item.requested_output_tokens, backend.forces_length, backend.sends_done)
         self._fire("E2E", end - sent, failure.line() if failure else "")
         if reader.token_times:
             self._fire("TTFT", reader.token_times[0] - sent, "")

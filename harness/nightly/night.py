@@ -28,7 +28,7 @@ from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
 from harness.sweep import SweepCell, SweepTarget, run_cells
-from harness.systems import SERVER_MODE, Mode, modes_for
+from harness.systems import VLLM_SERVER_MODE, Mode, modes_for
 from launchers import ServerSpec, start
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def run_night(
             info = probe_endpoint(server.base_url, {}, None)
             targets[mode] = SweepTarget(info, load_tokenizer(None, info), suite.server.max_num_seqs,
                                         asdict(server.info))
-        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
+        cells = [SweepCell(system, spec, targets[VLLM_SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
         run_dirs = run_cells(cells, out / "runs", suite.repetitions, cluster=cluster)
         repetitions = _repetitions(run_dirs, invocation_id)

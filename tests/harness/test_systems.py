@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from typing import get_args
 
-from harness.systems import MODES, SERVER_MODE, SYSTEMS, Mode, SystemName, modes_for
+from harness.systems import (
+    HF_MODES,
+    HF_SYSTEMS,
+    MODES,
+    SERVER_MODE,
+    SYSTEMS,
+    HfMode,
+    Mode,
+    SystemName,
+    modes_for,
+)
 
 
-def test_the_literal_types_list_what_the_map_holds():
-    assert SYSTEMS == get_args(SystemName) == ("continuous", "static", "naive")
+def test_the_literal_types_list_what_the_maps_hold():
+    assert SYSTEMS == ("continuous", "static", "naive")
+    assert HF_SYSTEMS == ("hf-continuous", "hf-sequential")
+    assert SYSTEMS + HF_SYSTEMS == get_args(SystemName) == tuple(SERVER_MODE)
     assert MODES == get_args(Mode) == ("continuous", "static")
-    assert set(SERVER_MODE.values()) == set(MODES)
+    assert get_args(HfMode) == HF_MODES
+    assert set(SERVER_MODE.values()) == set(MODES) | set(HF_MODES)
 
 
 def test_naive_runs_on_the_continuous_server():
@@ -18,3 +31,7 @@ def test_naive_runs_on_the_continuous_server():
     assert modes_for(["naive"]) == ["continuous"]
     assert modes_for(["static", "naive", "continuous"]) == ["continuous", "static"]
     assert modes_for(["static"]) == ["static"]
+
+
+def test_each_transformers_system_is_its_own_server_mode():
+    assert all(SERVER_MODE[system] == system for system in HF_SYSTEMS)

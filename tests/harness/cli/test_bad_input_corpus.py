@@ -117,7 +117,19 @@ CLI_CASES = {
     "unknown backend": ([*RUN, "--out", "o", "--backend", "tgi"], "invalid choice: 'tgi'"),
     "backend with a launched vLLM": (
         [*RUN[:3], "--launch", "continuous", "--backend", "transformers", "--out", "o"],
-        "--launch starts vLLM: --backend transformers is for a server at --endpoint",
+        "--launch continuous starts a vllm server: --backend transformers is for a server at --endpoint",
+    ),
+    "backend with a launched transformers server": (
+        [*RUN[:3], "--launch", "hf-sequential", "--backend", "vllm", "--out", "o"],
+        "--launch hf-sequential starts a transformers server: --backend vllm is for a server at --endpoint",
+    ),
+    "transformers system on a vLLM server": (
+        [*RUN[:3], "--launch", "continuous", "--system", "hf-continuous", "--out", "o"],
+        "--system hf-continuous does not match --launch continuous",
+    ),
+    "transformers serve with a weightless profile": (
+        [*RUN[:3], "--launch", "hf-continuous", "--model", "opt-13b:layers=1", "--out", "o"],
+        "transformers serve loads real weights, and opt-13b:layers=1 has none",
     ),
     "backend over workers": (
         [*RUN, "--out", "o", "--backend", "openai", "--workers", "2"],

@@ -1,0 +1,114 @@
+"""The lifecycle every launched server shares: alive, ready, dead with its log quoted, stopped.
+
+A kind of server (vLLM, `transformers serve`) subclasses `ServerProcess` with its own
+readiness check and its own record (a dataclass written as server.json beside the log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import subprocess
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Self
+
+import httpx
+
+from harness.errors import ServerError
+from launchers.process import stop_group, tail
+
+logger = logging.getLogger(__name__)
+
+
+class ServerProcess:
+    """A started server process and its log. Use as a context manager, or call `stop()`.
+
+    `kind` names the server in messages ("vLLM", "transformers serve"); `info` is the
+    server's record, a dataclass with at least `mode`, `base_url` and `ready_after_s`.
+    """
+
+    kind = "server"
+
+    def __init__(
+        self, process: subprocess.Popen, info: Any, log_path: Path, startup_timeout_s: float, stop_grace_s: float
+    ) -> None:
+        self.process = process
+        self.info = info
+        self.log_path = log_path
+        self.info_path = log_path.with_name("server.json")
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_grace_s = stop_grace_s
+
+    @property
+    def base_url(self) -> str:
+        return self.info.base_url
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def argv(self) -> list[str]:
+        return self.info.argv
+
+    @property
+    def served_model(self) -> str:
+        return self.info.model
+
+    def alive(self) -> bool:
+        """True while the server's main process runs."""
+        return self.process.poll() is None
+
+    def check(self) -> None:
+        """Raise ServerError, quoting the log, if the server has died."""
+        code = self.process.poll()
+        if code is not None:
+            raise ServerError(self.death_message(f"{self.kind} server exited with code {code}"))
+
+    def stop(self) -> None:
+        """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
+        stop_group(self.process.pid, self.stop_grace_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def ready(self, client: httpx.Client) -> bool:
+        """Whether the server answers requests now; each kind says how it is asked."""
+        raise NotImplementedError
+
+    def wait_ready(self) -> None:
+        """Block until `ready`; raise ServerError (the server stopped) on death or timeout."""
+        started = time.monotonic()
+        last_note = started
+        label = f"{self.kind} ({self.info.mode})"
+        with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
+            while True:
+                self.check()
+                if self.ready(client):
+                    self.info.ready_after_s = round(time.monotonic() - started, 2)
+                    logger.info(f"{label} ready at {self.base_url} after {self.info.ready_after_s:.0f} s")
+                    return
+                elapsed = time.monotonic() - started
+                if elapsed > self.startup_timeout_s:
+                    self.stop()
+                    limit = f"{self.startup_timeout_s:.0f} s"
+                    raise ServerError(self.death_message(f"{self.kind} did not become ready within {limit}"))
+                if time.monotonic() - last_note >= 10:
+                    logger.info(f"waiting for {label} to start: {elapsed:.0f} s (log: {self.log_path})")
+                    last_note = time.monotonic()
+                time.sleep(0.5)
+
+    def death_message(self, headline: str) -> str:
+        """`headline` and the last 40 lines of the server's log."""
+        return f"{headline}; last 40 lines of {self.log_path}:\n{tail(self.log_path, 40)}"
+
+    def write_info(self) -> None:
+        self.info_path.write_text(json.dumps(asdict(self.info), indent=2))

@@ -1,0 +1,201 @@
+"""Start and stop Hugging Face's `transformers serve` in its two modes.
+
+- `hf-continuous`: `--continuous-batching`, its own iteration-level scheduler over a
+  paged KV cache. It has no cap on sequences per step: a step holds what its token
+  budget (`--cb-max-batch-tokens`, 8,192 by default) and its cache allow.
+- `hf-sequential`: one `model.generate()` at a time; requests wait their turn.
+
+The server is pinned to one model (its FORCE_MODEL argument) and refuses requests
+naming another; its `/v1/models` lists the Hugging Face hub cache, not that model, so
+readiness is its `/health` alone (which also says whether the batching worker lives).
+It loads real weights: a profile made for `--load-format dummy` cannot be served.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
+
+from harness.errors import UsageError
+from harness.settings import Settings
+from harness.systems import HfMode
+from harness.workload.limits import Seconds
+from launchers.handle import ServerProcess
+from launchers.models import ResolvedModel, parse_profile_argument, resolve_model
+from launchers.process import ensure_port_free, free_port
+
+logger = logging.getLogger(__name__)
+SERVER_NAME = "transformers serve"
+# Its health and completions routes; nothing else it has is read (launchers docstring).
+HEALTH_PATH = "/health"
+# Prints transformers' version, or exits 3 naming what its serving extras lack.
+_PROBE_SERVING = (
+    "import importlib.metadata as m, sys\n"
+    "def has(d):\n"
+    "    try: return bool(m.version(d))\n"
+    "    except m.PackageNotFoundError: return False\n"
+    "missing = [d for d in ('transformers', 'accelerate', 'fastapi', 'uvicorn') if not has(d)]\n"
+    "if missing: print(', '.join(missing)); sys.exit(3)\n"
+    "print(m.version('transformers'))\n"
+)
+
+
+class TransformersSpec(BaseModel):
+    """Everything that decides how a `transformers serve` server is started; UsageError on a bad value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: HfMode
+    model: str = Field("tiny", min_length=1, description="tiny, a directory or a hub id (weights are loaded)")
+    host: str = "127.0.0.1"
+    port: int | None = None
+    # hf-continuous: most tokens in one step (prefill chunks and decodes); None: its own default.
+    max_batch_tokens: Annotated[int, Strict(), Field(gt=0)] | None = None
+    startup_timeout_s: Seconds = 300.0
+    stop_grace_s: Seconds = 20.0
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_usage_error(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            name = ".".join(str(part) for part in error["loc"])
+            raise UsageError(f"transformers server {name}: {error['msg']} (got {error.get('input')!r})") from exc
+
+
+@dataclass
+class TransformersServerInfo:
+    """What is recorded beside the server's log, and carried into every run's manifest."""
+
+    mode: HfMode
+    model: str
+    model_path: str
+    base_url: str
+    argv: list[str]
+    env_overrides: dict[str, str]
+    server_distribution: str
+    server_version: str
+    pid: int
+    started_at: str
+    continuous_batching: bool
+    max_batch_tokens: int | None
+    ready_after_s: float | None = None
+    host_name: str = field(default_factory=platform.node)
+    # It writes no per-step log: runs against it are judged on the client's figures.
+    step_log: str | None = None
+
+
+class TransformersServer(ServerProcess):
+    """A running `transformers serve`. Use as a context manager, or call `stop()`."""
+
+    kind = SERVER_NAME
+
+    def ready(self, client: httpx.Client) -> bool:
+        """/health answers 200: the model is loaded (it loads before serving) and the batching worker lives."""
+        try:
+            return client.get(HEALTH_PATH).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+def build_transformers_command(
+    spec: TransformersSpec, model: ResolvedModel, port: int, python: str
+) -> tuple[list[str], dict[str, str]]:
+    """The exact argv and environment overrides for a server; pure, no side effects."""
+    argv = [python, "-m", "transformers.cli.transformers", "serve", model.path]
+    argv += ["--host", spec.host, "--port", str(port), "--log-level", "info"]
+    if spec.mode == "hf-continuous":
+        argv += ["--continuous-batching"]
+        if spec.max_batch_tokens is not None:
+            argv += ["--cb-max-batch-tokens", str(spec.max_batch_tokens)]
+    # A local directory needs no hub: offline, a lookup cannot stall the start on a network timeout.
+    env = {"HF_HUB_OFFLINE": "1"} if Path(model.path).is_dir() else {}
+    return argv, env
+
+
+def check_servable(model: str) -> None:
+    """Refuse, before anything is made, a model `transformers serve` cannot load: a profile without weights."""
+    profile = parse_profile_argument(model)
+    if profile is not None and not profile.with_weights:
+        raise UsageError(
+            f"transformers serve loads real weights, and {model} has none (made for vLLM's"
+            " --load-format dummy): use tiny or a model directory"
+        )
+
+
+def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> TransformersServer:
+    """Start the server `spec` describes and wait until it serves; returns a handle (a context manager).
+
+    Raises UsageError for what cannot be started (busy port, a model without weights,
+    transformers' serving extras missing) and ServerError if it dies or is not ready in
+    time; either way no process is left behind.
+    """
+    check_servable(spec.model)
+    settings = Settings.from_env()
+    port = spec.port
+    if port is None:
+        port = free_port(spec.host)
+    else:
+        ensure_port_free(spec.host, port)
+    resolved = resolve_model(spec.model)
+    version = probe_serving(settings.server_python)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "server.log"
+    argv, env_overrides = build_transformers_command(spec, resolved, port, settings.server_python)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**settings.environ, **env_overrides}, start_new_session=True,
+        )
+    info = TransformersServerInfo(
+        mode=spec.mode,
+        model=resolved.path,
+        model_path=resolved.path,
+        base_url=f"http://{spec.host}:{port}",
+        argv=argv,
+        env_overrides=env_overrides,
+        server_distribution="transformers",
+        server_version=version,
+        pid=process.pid,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        continuous_batching=spec.mode == "hf-continuous",
+        max_batch_tokens=spec.max_batch_tokens,
+    )
+    handle = TransformersServer(process, info, log_path, spec.startup_timeout_s, spec.stop_grace_s)
+    handle.write_info()
+    logger.info(f"starting {SERVER_NAME} ({spec.mode}, model {resolved.argument}) on {info.base_url}")
+    try:
+        handle.wait_ready()
+    except BaseException:
+        handle.stop()
+        raise
+    handle.write_info()
+    return handle
+
+
+def probe_serving(python: str) -> str:
+    """transformers' version for `python`; UsageError when its serving extras are missing there."""
+    result = subprocess.run([python, "-c", _PROBE_SERVING], capture_output=True, text=True, timeout=60)
+    if result.returncode == 3:
+        raise UsageError(f"transformers serve needs {result.stdout.strip()} for {python}: run `make setup`")
+    if result.returncode != 0:
+        raise UsageError(f"could not inspect transformers with {python}: {result.stderr.strip().splitlines()[-1:]}")
+    return result.stdout.strip()
