@@ -37,7 +37,8 @@ def repetition_from_run(
     """
     manifest, metrics = run.data.manifest, run.entry.metrics
     server = manifest.server or {}
-    server_name = str(server.get("vllm_distribution", UNKNOWN))
+    # vLLM's launcher names its build vllm_*, the other servers' launchers server_*.
+    server_name = str(server.get("vllm_distribution", server.get("server_distribution", UNKNOWN)))
     return RepetitionRow(
         model=manifest.model,
         system=manifest.system,
@@ -49,7 +50,7 @@ def repetition_from_run(
         cores=manifest.host.cores,
         gpu=gpu if gpu is not None else ("none" if server_name == CPU_SERVER else UNKNOWN),
         server_name=server_name,
-        server_version=str(server.get("vllm_version", UNKNOWN)),
+        server_version=str(server.get("vllm_version", server.get("server_version", UNKNOWN))),
         git_sha=manifest.git_sha,
         recorded_at=datetime.fromtimestamp(manifest.started_at, UTC),
         source=source,
