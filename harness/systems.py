@@ -31,8 +31,16 @@ HF_SERVER_MODE: dict[SystemName, HfMode] = {"hf-continuous": "hf-continuous", "h
 SERVER_MODE: dict[SystemName, Mode | HfMode] = {**VLLM_SERVER_MODE, **HF_SERVER_MODE}
 SYSTEMS: tuple[SystemName, ...] = tuple(VLLM_SERVER_MODE)
 HF_SYSTEMS: tuple[SystemName, ...] = tuple(HF_SERVER_MODE)
+# Every system, in the order tables, plots and lists show them.
+ALL_SYSTEMS: tuple[SystemName, ...] = tuple(SERVER_MODE)
 MODES: tuple[Mode, ...] = tuple(dict.fromkeys(VLLM_SERVER_MODE.values()))
 HF_MODES: tuple[HfMode, ...] = tuple(HF_SERVER_MODE.values())
+
+
+def shown_systems(measured: Iterable[str]) -> tuple[SystemName, ...]:
+    """The systems a table shows: vLLM's three always, a transformers one where it was measured."""
+    present = set(measured)
+    return tuple(system for system in ALL_SYSTEMS if system in SYSTEMS or system in present)
 
 
 def modes_for(systems: Iterable[SystemName]) -> list[Mode]:

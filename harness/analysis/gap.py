@@ -22,7 +22,7 @@ from harness.analysis.metrics import RunMetrics
 from harness.errors import UsageError
 from harness.paper.simulate import simulate
 from harness.paper.step_cost import StepCost
-from harness.systems import SYSTEMS, SystemName
+from harness.systems import ALL_SYSTEMS, SystemName, shown_systems
 
 if TYPE_CHECKING:
     from harness.rundir.reader import RunData
@@ -31,6 +31,12 @@ RATIOS: tuple[tuple[SystemName, SystemName], ...] = (
     ("continuous", "static"),
     ("continuous", "naive"),
     ("static", "naive"),
+)
+# Shown where a transformers system was measured: its own gain from batching, and vLLM's
+# continuous batching against its continuous batching on the same model.
+HF_RATIOS: tuple[tuple[SystemName, SystemName], ...] = (
+    ("hf-continuous", "hf-sequential"),
+    ("continuous", "hf-continuous"),
 )
 PER_SYSTEM_COLUMNS = ("total_tok_s", "output_tok_s", "predicted_total_tok_s", "vs_predicted")
 
@@ -116,8 +122,10 @@ def gap_table(entries: Sequence[GapEntry]) -> pd.DataFrame:
     Columns: level, workload, then per system `<s>_total_tok_s`, `<s>_output_tok_s`,
     `<s>_predicted_total_tok_s`, `<s>_vs_predicted` (measured / predicted - 1, on total
     tok/s), then the ratios of total tok/s `continuous/static`, `continuous/naive`,
-    `static/naive`. A missing run or prediction is NaN. Two runs of the same system at
-    the same level are refused.
+    `static/naive`. A missing run or prediction is NaN. Where a transformers system
+    was measured, its columns follow vLLM's, and the ratios `hf-continuous/hf-sequential`
+    and `continuous/hf-continuous` follow theirs. Two runs of the same system at the same
+    level are refused.
     """
     seen: dict[tuple[Level, str], str] = {}
     for entry in entries:
@@ -128,13 +136,16 @@ def gap_table(entries: Sequence[GapEntry]) -> pd.DataFrame:
                 f"({seen[key]} and {entry.workload}); give one run per system and level"
             )
         seen[key] = entry.workload
-    rows = [_row(level, [e for e in entries if e.level == level]) for level in _ordered_levels(entries)]
-    return pd.DataFrame(rows, columns=_columns())
+    systems = shown_systems(entry.system for entry in entries)
+    ratios = _ratios(systems)
+    rows = [_row(level, [e for e in entries if e.level == level], systems, ratios)
+            for level in _ordered_levels(entries)]
+    per_system = [f"{s}_{name}" for s in systems for name in PER_SYSTEM_COLUMNS]
+    return pd.DataFrame(rows, columns=["level", "workload", *per_system, *(f"{a}/{b}" for a, b in ratios)])
 
 
-def _columns() -> list[str]:
-    per_system = [f"{s}_{name}" for s in SYSTEMS for name in PER_SYSTEM_COLUMNS]
-    return ["level", "workload", *per_system, *(f"{a}/{b}" for a, b in RATIOS)]
+def _ratios(systems: Sequence[SystemName]) -> list[tuple[SystemName, SystemName]]:
+    return [*RATIOS, *((a, b) for a, b in HF_RATIOS if a in systems and b in systems)]
 
 
 def _ordered_levels(entries: Sequence[GapEntry]) -> list[Level]:
@@ -144,10 +155,11 @@ def _ordered_levels(entries: Sequence[GapEntry]) -> list[Level]:
     return [*caps, *labels]
 
 
-def _row(level: Level, entries: list[GapEntry]) -> dict[str, Any]:
+def _row(level: Level, entries: list[GapEntry], systems: Sequence[SystemName],
+         ratios: Sequence[tuple[SystemName, SystemName]]) -> dict[str, Any]:
     row: dict[str, Any] = {"level": level, "workload": ", ".join(sorted({e.workload for e in entries}))}
     by_system = {e.system: e for e in entries}
-    for system in SYSTEMS:
+    for system in systems:
         entry = by_system.get(system)
         measured = entry.metrics.total_tok_s if entry else math.nan
         predicted = entry.predicted.total_tok_s if entry and entry.predicted else math.nan
@@ -155,7 +167,7 @@ def _row(level: Level, entries: list[GapEntry]) -> dict[str, Any]:
         row[f"{system}_output_tok_s"] = entry.metrics.output_tok_s if entry else math.nan
         row[f"{system}_predicted_total_tok_s"] = predicted
         row[f"{system}_vs_predicted"] = _ratio(measured, predicted) - 1
-    for a, b in RATIOS:
+    for a, b in ratios:
         row[f"{a}/{b}"] = _ratio(row[f"{a}_total_tok_s"], row[f"{b}_total_tok_s"])
     return row
 
@@ -208,7 +220,7 @@ def _within_prediction(table: pd.DataFrame, tolerance: float) -> list[str]:
     claim = f"each system within {tolerance:.0%} of its prediction"
     checked: list[tuple[float, str]] = []
     for _, row in table.iterrows():
-        for system in SYSTEMS:
+        for system in (s for s in ALL_SYSTEMS if f"{s}_vs_predicted" in row):
             difference = row[f"{system}_vs_predicted"]
             if not math.isnan(difference):
                 checked.append((difference, f"{system} at {level_name(row['level'])}"))

