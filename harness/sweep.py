@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.driver.backends import VLLM, Backend
 from harness.driver.distributed.shard import ClusterSpec, check_workers
 from harness.driver.endpoint import EndpointInfo, warm_up
 from harness.driver.runner import RunRequest, execute
@@ -40,6 +41,8 @@ class SweepTarget:
     batch_size: int
     server: dict[str, Any] | None = None
     headers: dict[str, str] | None = None
+    # The kind of server: how its requests ask for their length and how tokens are counted.
+    backend: Backend = VLLM
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ def iter_runs(
     """
     targets = list({id(cell.target): cell.target for cell in cells}.values())
     for target in targets:
-        warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
+        warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S,
+                backend=target.backend)
     for rep in range(first_repetition, first_repetition + repetitions):
         for cell in cells:
             suffix = f"-r{rep}" if repetitions > 1 or first_repetition > 1 else ""
@@ -159,6 +163,7 @@ def _request(
         server=target.server,
         warmup=False,
         cluster=cluster,
+        backend=target.backend,
     )
 
 

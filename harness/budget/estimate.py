@@ -112,11 +112,14 @@ def plan_job(
     machine: MachineCost,
     before_s: float = 0.0,
     after_s: float = 0.0,
+    stand_ins: Mapping[SystemName, SystemName] | None = None,
 ) -> JobPlan:
     """Every run of a sweep, in its order, with estimated durations.
 
     The order is `reproduce`'s: each repetition runs every workload on every system back
     to back. A (workload, system) pair is simulated once; its repetitions share the estimate.
+    `stand_ins`: a system the step model cannot price (no engine step log) is priced as
+    the system it maps to; the ETA then rescales it by its own first runs (harness.budget.eta).
     """
     if repetitions < 1:
         raise ValueError(f"repetitions: must be at least 1, got {repetitions}")
@@ -124,7 +127,7 @@ def plan_job(
     for spec in specs:
         plan = build_plan(spec)
         for system in systems:
-            estimates[spec.name, system] = makespan_s(plan, system, machine)
+            estimates[spec.name, system] = makespan_s(plan, (stand_ins or {}).get(system, system), machine)
     runs = tuple(
         PlannedRun(system, spec.name, rep, spec.num_requests, estimates[spec.name, system],
                    estimates[spec.name, system] + machine.run_overhead_s)

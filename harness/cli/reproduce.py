@@ -27,8 +27,9 @@ from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
-from harness.systems import SYSTEMS, VLLM_SERVER_MODE, Mode
+from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
 from launchers import start
+from launchers.transformers_server import TransformersSpec, start_transformers
 
 if TYPE_CHECKING:
     from harness.budget import JobPlan
@@ -107,6 +108,12 @@ def add_parser(subparsers) -> None:
         help=f"smoke run: 1 repetition of {QUICK_REQUESTS} requests per workload; exit 0 when every request"
         " completed; the report says it is not a measurement",
     )
+    parser.add_argument(
+        "--transformers",
+        action="store_true",
+        help="also run Hugging Face's `transformers serve` on every workload, in its two modes: hf-continuous (its"
+        " own continuous batching) and hf-sequential (one request at a time); the report shows them beside vLLM's",
+    )
     parser.add_argument("--out", type=Path, help="report directory (default: reports/<date>-<host>)")
     parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
     parser.add_argument("--static-endpoint", help="an already running static-batching server")
@@ -140,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
         specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or QUICK_REQUESTS, QUICK_REQUESTS)})
                  for spec in specs]
     cluster = cluster_spec(args.workers)
-    check_sweep_workers(specs, SYSTEMS, args.max_num_seqs, cluster)
+    systems = _systems(args)
+    check_sweep_workers(specs, systems, args.max_num_seqs, cluster)
     out = args.out or Path("reports") / f"{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
     require_new_dir(out, "report directory")
     store = None if args.no_history else HistoryStore(args.history or Settings.from_env().history_path)
@@ -159,8 +167,8 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         targets = _targets(args, out, stack)
         specs, job = _plan(args, specs, targets, repetitions, out / "probe")
-        cells = [SweepCell(system, spec, targets[VLLM_SERVER_MODE[system]])
-                 for spec in specs for system in SYSTEMS if VLLM_SERVER_MODE[system] in targets]
+        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
+                 for spec in specs for system in systems if SERVER_MODE[system] in targets]
         clock = _JobClock(job, len(cells) * repetitions)
         try:
             # Per workload the three systems back to back, so each repetition's ratios compare
@@ -216,9 +224,26 @@ def _check_sizing_options(args: argparse.Namespace) -> None:
     if args.budget_min is not None and args.endpoint:
         raise UsageError("--budget-min: sizing needs the engine's step log, which only servers launched here have;"
                          " drop --endpoint or --budget-min")
+    if args.budget_min is not None and args.transformers:
+        raise UsageError("--budget-min: a budget prices vLLM's engine steps, and transformers serve records none;"
+                         " drop --transformers or --budget-min")
+    if args.transformers and args.endpoint:
+        raise UsageError("--transformers launches its servers here: drop --endpoint, or run the transformers"
+                         " endpoint with `batchbench run --backend transformers`")
 
 
-def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -> dict[Mode, SweepTarget]:
+def _systems(args: argparse.Namespace) -> tuple[SystemName, ...]:
+    """vLLM's three systems, and transformers serve's two with --transformers (refused over --workers)."""
+    if not args.transformers:
+        return SYSTEMS
+    if args.workers:
+        from harness.driver.backends import TRANSFORMERS, check_distributable
+
+        check_distributable(TRANSFORMERS)
+    return SYSTEMS + HF_SYSTEMS
+
+
+def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -> dict[Mode | HfMode, SweepTarget]:
     """The servers the sweep runs on: those given as endpoints, the others launched one after the other.
 
     One after the other, not side by side: each start is mostly imports and compilation,
@@ -231,7 +256,7 @@ def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -
     wanted: dict[Mode, str | None] = {"continuous": args.endpoint}
     if not args.endpoint or args.static_endpoint:
         wanted["static"] = args.static_endpoint
-    targets: dict[Mode, SweepTarget] = {}
+    targets: dict[Mode | HfMode, SweepTarget] = {}
     for mode, endpoint in wanted.items():
         server_info, url = None, endpoint
         if endpoint is None:
@@ -241,33 +266,60 @@ def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -
         # A launched server serves the model it was given; an endpoint must serve the one named.
         info = probe_endpoint(url, {}, args.model if endpoint else None)
         targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
+    if args.transformers:
+        targets.update(_transformers_targets(args, out, stack))
     return targets
 
 
-def _plan(args: argparse.Namespace, specs: list[WorkloadSpec], targets: dict[Mode, SweepTarget], repetitions: int,
-          probe_dir: Path) -> tuple[list[WorkloadSpec], JobPlan | None]:
-    """The plans the job runs, sized from a probe of this machine, and the job's estimate (None: no probe)."""
+def _transformers_targets(args: argparse.Namespace, out: Path,
+                          stack: contextlib.ExitStack) -> dict[Mode | HfMode, SweepTarget]:
+    """transformers serve in both modes, launched one after the other beside the vLLM servers."""
+    from harness.driver.backends import TRANSFORMERS
+    from harness.driver.endpoint import load_tokenizer, probe_endpoint
+    from harness.sweep import SweepTarget
+
+    targets: dict[Mode | HfMode, SweepTarget] = {}
+    for mode in HF_MODES:
+        spec = TransformersSpec(mode=mode, model=args.model or "tiny", host=args.host,
+                                startup_timeout_s=args.startup_timeout_s)
+        server = stack.enter_context(start_transformers(spec, log_dir=out / "servers" / mode))
+        info = probe_endpoint(server.base_url, {}, server.served_model, TRANSFORMERS)
+        targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs,
+                                    asdict(server.info), backend=TRANSFORMERS)
+    return targets
+
+
+def _plan(args: argparse.Namespace, specs: list[WorkloadSpec], targets: dict[Mode | HfMode, SweepTarget],
+          repetitions: int, probe_dir: Path) -> tuple[list[WorkloadSpec], JobPlan | None]:
+    """The plans the job runs, sized from a probe of this machine, and the job's estimate (None: no probe).
+
+    The probe and the sizing are vLLM's: transformers serve records no engine steps. Its
+    runs get the same plans, priced as vLLM's continuous runs until each system's first
+    runs rescale them (harness.budget.eta).
+    """
     from harness.budget import plan_job, plan_line, size_for_budget
     from harness.probe import probe_machine
 
     if args.quick:
         return specs, None
-    if any(target.server is None for target in targets.values()):
+    vllm = {mode: target for mode, target in targets.items() if mode in MODES}
+    if any(target.server is None for target in vllm.values()):
         logger.info("no probe and no ETA: a server given by --endpoint has no engine step log here")
         return specs, None
-    probe = probe_machine(targets, specs, probe_dir, args.max_num_seqs)
+    probe = probe_machine(vllm, specs, probe_dir, args.max_num_seqs)
     if probe is None:
         return specs, None
-    systems = [system for system in SYSTEMS if VLLM_SERVER_MODE[system] in targets]
+    systems = [system for system in SYSTEMS if SERVER_MODE[system] in targets]
     after_s = REPORT_S * repetitions
-    if args.full_size:
-        job = plan_job(specs, systems, repetitions, probe.machine, after_s=after_s)
-    else:
+    if not args.full_size:
         sizing = size_for_budget(args.budget_min, specs, systems, repetitions, probe.machine, after_s=after_s)
-        specs, job = list(sizing.specs), sizing.job
+        specs = list(sizing.specs)
         for workload in sizing.workloads:
             logger.info(f"{workload.spec.name}: {workload.spec.num_requests} of its {workload.full_requests} requests,"
                         f" fastest run about {workload.fastest_run_s:.0f} s")
+    every = [system for system in _systems(args) if SERVER_MODE[system] in targets]
+    stand_ins: dict[SystemName, SystemName] = {system: "continuous" for system in HF_SYSTEMS}
+    job = plan_job(specs, every, repetitions, probe.machine, after_s=after_s, stand_ins=stand_ins)
     logger.info(f"probe took {probe.seconds:.0f} s; {plan_line(job, datetime.now())}")
     return specs, job
 

@@ -132,3 +132,15 @@ def test_predict_continuous_refills_rows():
 def test_predict_closed_loop_has_nothing_to_replay():
     closed = [{**r, "arrival_s": None} for r in SEED_PLAN]
     assert predict_for_run(closed, 4, "continuous", ONE_MS) is None
+
+
+def test_transformers_systems_get_their_columns_and_ratios_only_where_measured():
+    table = gap_table([*ENTRIES, entry(32, "hf-continuous", 150.0), entry(32, "hf-sequential", 50.0)])
+    assert table["hf-continuous/hf-sequential"].iloc[0] == 3.0
+    assert table["continuous/hf-continuous"].iloc[0] == 2.0
+    assert math.isnan(table["hf-continuous_total_tok_s"].iloc[1])
+    columns = list(table.columns)
+    assert columns.index("naive_vs_predicted") < columns.index("hf-continuous_total_tok_s")
+    assert "hf-continuous_total_tok_s" not in gap_table(ENTRIES)
+    alone = gap_table([entry(32, "hf-continuous", 150.0)])
+    assert "hf-continuous/hf-sequential" not in alone and math.isnan(alone["continuous/hf-continuous"].iloc[0])

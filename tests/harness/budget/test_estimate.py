@@ -49,3 +49,11 @@ def test_a_workload_sized_by_duration_lasts_its_duration(machine, fixed_workload
 def test_a_negative_overhead_is_refused(field, ten_ms):
     with pytest.raises(ValueError, match=field):
         MachineCost(ten_ms, 16, **{"run_overhead_s": 1.0, field: -1.0})
+
+
+def test_a_system_without_engine_steps_is_priced_as_its_stand_in(machine, fixed_workload):
+    systems = ("continuous", "hf-continuous", "hf-sequential")
+    stand_ins = {"hf-continuous": "continuous", "hf-sequential": "continuous"}
+    runs = plan_job([fixed_workload(num_requests=32)], systems, 1, machine, stand_ins=stand_ins).runs
+    assert [run.system for run in runs] == list(systems)
+    assert [run.makespan_s for run in runs] == pytest.approx([2.0, 2.0, 2.0])

@@ -127,6 +127,14 @@ CLI_CASES = {
         [*RUN[:3], "--launch", "continuous", "--system", "hf-continuous", "--out", "o"],
         "--system hf-continuous does not match --launch continuous",
     ),
+    "transformers over a budget": (
+        ["reproduce", "--transformers", "--budget-min", "20", "--out", "o"],
+        "--budget-min: a budget prices vLLM's engine steps, and transformers serve records none",
+    ),
+    "transformers over an endpoint": (
+        ["reproduce", "--transformers", "--endpoint", NOWHERE, "--out", "o"],
+        "--transformers launches its servers here: drop --endpoint",
+    ),
     "transformers serve with a weightless profile": (
         [*RUN[:3], "--launch", "hf-continuous", "--model", "opt-13b:layers=1", "--out", "o"],
         "transformers serve loads real weights, and opt-13b:layers=1 has none",
