@@ -76,6 +76,13 @@ CAVEATS = (
     " tokens per makespan, is not affected; the occupancy plot is coarser where the gaps are.",
 )
 
+TRANSFORMERS_CAVEAT = (
+    "hf-continuous and hf-sequential are Hugging Face's `transformers serve`, a second server, with its own"
+    " defaults: its continuous batching has no cap of B sequences per step (its step holds up to 8,192 tokens;"
+    " on a CPU the launcher holds its cache and attention masks to 2 GiB), and its sequential mode serves one"
+    " request at a time. It records no engine steps: its figures are the client's, and it is not predicted."
+)
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("reproduce", help="run the continuous vs static vs naive sweep and write the report")
@@ -157,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     skipped = []
     if args.endpoint and not args.static_endpoint:
         skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
+    if args.transformers:
+        skipped.append(TRANSFORMERS_CAVEAT)
     finished: list[Path] = []
     stopped = None
 
@@ -236,7 +245,7 @@ def _systems(args: argparse.Namespace) -> tuple[SystemName, ...]:
     """vLLM's three systems, and transformers serve's two with --transformers (refused over --workers)."""
     if not args.transformers:
         return SYSTEMS
-    if args.workers:
+    if args.workers > 1:
         from harness.driver.backends import TRANSFORMERS, check_distributable
 
         check_distributable(TRANSFORMERS)
