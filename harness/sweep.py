@@ -13,18 +13,21 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.driver.backends import VLLM, Backend
+from harness.driver.backends import TRANSFORMERS, VLLM, Backend, check_distributable
 from harness.driver.distributed.shard import ClusterSpec, check_workers
-from harness.driver.endpoint import EndpointInfo, warm_up
+from harness.driver.endpoint import EndpointInfo, load_tokenizer, probe_endpoint, warm_up
 from harness.driver.runner import RunRequest, execute
 from harness.driver.runner import logger as run_logger
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.driver.work import DEFAULT_MAX_USERS, user_count
+from harness.systems import HF_SYSTEMS, HfMode
 from harness.workload import WorkloadSpec, build_plan
+from launchers.spec import ServerConfig
+from launchers.transformers_server import TransformersSpec, start_transformers
 
 logger = logging.getLogger(__name__)
 RUN_INDENT = "    "
@@ -43,6 +46,16 @@ class SweepTarget:
     headers: dict[str, str] | None = None
     # The kind of server: how its requests ask for their length and how tokens are counted.
     backend: Backend = VLLM
+
+
+def transformers_target(stack: contextlib.ExitStack, mode: HfMode, config: ServerConfig, log_dir: Path,
+                        tokenizer: str | None = None) -> SweepTarget:
+    """Launch `transformers serve` in `mode` on `config`'s model and host, stopped when `stack` closes."""
+    spec = TransformersSpec(mode=mode, model=config.model, host=config.host, startup_timeout_s=config.startup_timeout_s)
+    server = stack.enter_context(start_transformers(spec, log_dir=log_dir))
+    info = probe_endpoint(server.base_url, {}, server.served_model, TRANSFORMERS)
+    return SweepTarget(info, load_tokenizer(tokenizer, info), config.max_num_seqs, asdict(server.info),
+                       backend=TRANSFORMERS)
 
 
 @dataclass(frozen=True)
@@ -169,9 +182,12 @@ def _request(
 
 def check_sweep_workers(specs: Sequence[WorkloadSpec], systems: Sequence[str], batch_size: int,
                         cluster: ClusterSpec | None) -> None:
-    """Refuse, before any server starts, a worker count some run of the sweep has too few users for."""
+    """Refuse, before any server starts, a worker count some run of the sweep has too few users for,
+    and workers for a server other than vLLM."""
     if cluster is None:
         return
+    if any(system in HF_SYSTEMS for system in systems):
+        check_distributable(TRANSFORMERS)
     for spec in specs:
         plan = build_plan(spec)
         for system in systems:

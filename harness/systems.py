@@ -44,6 +44,6 @@ def shown_systems(measured: Iterable[str]) -> tuple[SystemName, ...]:
 
 
 def modes_for(systems: Iterable[SystemName]) -> list[Mode]:
-    """The vLLM server modes `systems` run on, each once, in `MODES` order."""
-    needed = {VLLM_SERVER_MODE[system] for system in systems}
+    """The vLLM server modes `systems` run on, each once, in `MODES` order (transformers' systems need none)."""
+    needed = {VLLM_SERVER_MODE[system] for system in systems if system in VLLM_SERVER_MODE}
     return [mode for mode in MODES if mode in needed]

@@ -2,7 +2,8 @@
 
 - `hf-continuous`: `--continuous-batching`, its own iteration-level scheduler over a
   paged KV cache. It has no cap on sequences per step: a step holds what its token
-  budget (`--cb-max-batch-tokens`, 8,192 by default) and its cache allow.
+  budget (`--cb-max-batch-tokens`: 8,192 by transformers' default, 512 from this launcher
+  on a CPU) and its cache allow.
 - `hf-sequential`: one `model.generate()` at a time; requests wait their turn.
 
 The server is pinned to one model (its FORCE_MODEL argument) and refuses requests
@@ -48,6 +49,11 @@ SERVER_NAME = "transformers serve"
 # beside two vLLM servers. 2 GiB holds ~33k tokens of the tiny model's cache at its default
 # 8,192 tokens per step (each cached token also costs a row of every step's attention mask).
 DEFAULT_CPU_CACHE_BYTES = 2 << 30
+# On a CPU each step's attention mask spans its token budget by the whole cache, so
+# transformers' default budget of 8,192 tokens makes every step slow: a burst of 510
+# requests of 512-token prompts ran at 25 tok/s, 19 of them stalled past 120 s; at 512 it
+# ran at 70 tok/s, none stalled (docs/validation/transformers-serve.md).
+CPU_MAX_BATCH_TOKENS = 512
 # Present where an NVIDIA driver is loaded: transformers then caches on the GPU.
 NVIDIA_CONTROL_DEVICE = "/dev/nvidiactl"
 # Its health and completions routes; nothing else it has is read (launchers docstring).
@@ -73,7 +79,8 @@ class TransformersSpec(BaseModel):
     model: str = Field("tiny", min_length=1, description="tiny, a directory or a hub id (weights are loaded)")
     host: str = "127.0.0.1"
     port: int | None = None
-    # hf-continuous: most tokens in one step (prefill chunks and decodes); None: its own default.
+    # hf-continuous: most tokens in one step (prefill chunks and decodes); None: the launcher's
+    # choice, CPU_MAX_BATCH_TOKENS on a machine without a GPU, else transformers' own default.
     max_batch_tokens: Annotated[int, Strict(), Field(gt=0)] | None = None
     # hf-continuous on a machine without a GPU: the host memory its paged cache and attention
     # masks may take (None: its own default, most of the machine's memory).
@@ -107,6 +114,7 @@ class TransformersServerInfo:
     pid: int
     started_at: str
     continuous_batching: bool
+    # Its token budget per step as passed (None: transformers' own default).
     max_batch_tokens: int | None
     ready_after_s: float | None = None
     host_name: str = field(default_factory=platform.node)
@@ -139,8 +147,10 @@ def build_transformers_command(
     argv += ["--host", spec.host, "--port", str(port), "--log-level", "info"]
     if spec.mode == "hf-continuous":
         argv += ["--continuous-batching"]
-        if spec.max_batch_tokens is not None:
-            argv += ["--cb-max-batch-tokens", str(spec.max_batch_tokens)]
+        on_cpu = host_memory_bytes is not None
+        max_batch_tokens = spec.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if on_cpu else None)
+        if max_batch_tokens is not None:
+            argv += ["--cb-max-batch-tokens", str(max_batch_tokens)]
         if host_memory_bytes is not None and spec.cpu_cache_bytes is not None:
             argv += ["--cb-max-memory-percent", f"{min(1.0, spec.cpu_cache_bytes / host_memory_bytes):.4f}"]
     # A local directory needs no hub: offline, a lookup cannot stall the start on a network timeout.
@@ -195,7 +205,7 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
         pid=process.pid,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         continuous_batching=spec.mode == "hf-continuous",
-        max_batch_tokens=spec.max_batch_tokens,
+        max_batch_tokens=_flag_value(argv, "--cb-max-batch-tokens"),
     )
     handle = TransformersServer(process, info, log_path, spec.startup_timeout_s, spec.stop_grace_s)
     handle.write_info()
@@ -207,6 +217,10 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
         raise
     handle.write_info()
     return handle
+
+
+def _flag_value(argv: list[str], flag: str) -> int | None:
+    return int(argv[argv.index(flag) + 1]) if flag in argv else None
 
 
 def probe_serving(python: str) -> str:

@@ -8,6 +8,9 @@ steps; the plans are sized from it (harness.budget), and every progress line say
 the job stands and when it should end. A report is written after every repetition, and
 after Ctrl-C. There is no separate calibration phase: the predictions come from step costs
 fitted on the runs' own engine steps (harness.analysis.step_predict).
+
+`--transformers` also starts `transformers serve` in its two modes and runs every workload
+on them too (hf-continuous, hf-sequential), with the same plans, into the same report.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from harness.cli.server_options import add_server_arguments, server_spec
 from harness.errors import UsageError
 from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
 from launchers import start
-from launchers.transformers_server import TransformersSpec, start_transformers
 
 if TYPE_CHECKING:
     from harness.budget import JobPlan
@@ -77,10 +79,11 @@ CAVEATS = (
 )
 
 TRANSFORMERS_CAVEAT = (
-    "hf-continuous and hf-sequential are Hugging Face's `transformers serve`, a second server, with its own"
-    " defaults: its continuous batching has no cap of B sequences per step (its step holds up to 8,192 tokens;"
-    " on a CPU the launcher holds its cache and attention masks to 2 GiB), and its sequential mode serves one"
-    " request at a time. It records no engine steps: its figures are the client's, and it is not predicted."
+    "hf-continuous and hf-sequential are Hugging Face's `transformers serve`, a second server. Its continuous"
+    " batching has no cap of B sequences per step: on a CPU the launcher gives each step 512 tokens and the cache"
+    " and attention masks 2 GiB (transformers' defaults, 8,192 tokens and 90% of memory, stall a burst here)."
+    " Its sequential mode serves one request at a time. It records no engine steps: its figures are the"
+    " client's, and it is not predicted."
 )
 
 
@@ -239,17 +242,15 @@ def _check_sizing_options(args: argparse.Namespace) -> None:
     if args.transformers and args.endpoint:
         raise UsageError("--transformers launches its servers here: drop --endpoint, or run the transformers"
                          " endpoint with `batchbench run --backend transformers`")
+    if args.transformers:
+        from launchers.transformers_server import check_servable
+
+        check_servable(args.model or "tiny")
 
 
 def _systems(args: argparse.Namespace) -> tuple[SystemName, ...]:
-    """vLLM's three systems, and transformers serve's two with --transformers (refused over --workers)."""
-    if not args.transformers:
-        return SYSTEMS
-    if args.workers > 1:
-        from harness.driver.backends import TRANSFORMERS, check_distributable
-
-        check_distributable(TRANSFORMERS)
-    return SYSTEMS + HF_SYSTEMS
+    """vLLM's three systems, and transformers serve's two with --transformers."""
+    return SYSTEMS + HF_SYSTEMS if args.transformers else SYSTEMS
 
 
 def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -> dict[Mode | HfMode, SweepTarget]:
@@ -276,25 +277,12 @@ def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -
         info = probe_endpoint(url, {}, args.model if endpoint else None)
         targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
     if args.transformers:
-        targets.update(_transformers_targets(args, out, stack))
-    return targets
+        from harness.sweep import transformers_target
 
-
-def _transformers_targets(args: argparse.Namespace, out: Path,
-                          stack: contextlib.ExitStack) -> dict[Mode | HfMode, SweepTarget]:
-    """transformers serve in both modes, launched one after the other beside the vLLM servers."""
-    from harness.driver.backends import TRANSFORMERS
-    from harness.driver.endpoint import load_tokenizer, probe_endpoint
-    from harness.sweep import SweepTarget
-
-    targets: dict[Mode | HfMode, SweepTarget] = {}
-    for mode in HF_MODES:
-        spec = TransformersSpec(mode=mode, model=args.model or "tiny", host=args.host,
-                                startup_timeout_s=args.startup_timeout_s)
-        server = stack.enter_context(start_transformers(spec, log_dir=out / "servers" / mode))
-        info = probe_endpoint(server.base_url, {}, server.served_model, TRANSFORMERS)
-        targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs,
-                                    asdict(server.info), backend=TRANSFORMERS)
+        # One after the other, beside the vLLM servers (an idle server takes no CPU).
+        config = server_spec(args, "continuous")
+        for hf_mode in HF_MODES:
+            targets[hf_mode] = transformers_target(stack, hf_mode, config, out / "servers" / hf_mode, args.tokenizer)
     return targets
 
 

@@ -66,17 +66,22 @@ class Backend:
         """A short unstreamed completion's body, asking for `tokens` output tokens."""
         return {"model": model, "prompt": prompt, **self.length_fields(tokens)}
 
-    def length_exact(self, ok: bool, requested: int, arrived: int, usage_completion: int, retokenized: int) -> bool:
+    def length_exact(self, ok: bool, requested: int, arrived: int, usage_completion: int, retokenized: int,
+                     by_token_ids: bool = True) -> bool:
         """Whether a request is known to have generated exactly `requested` tokens.
 
         Never for a kind that cannot force the length. Where token ids are counted, an ok
         request is exact (its verdict compared ids, usage and length). Where only text
         arrives, the usage, the count and the re-tokenised text must all agree: a server
-        whose usage claims n tokens while its text holds fewer is not exact.
+        whose usage claims n tokens while its text holds fewer is not exact. A kind that
+        counts token ids and keeps no text (vLLM) is exact only where the ids arrived
+        (`by_token_ids`): without them its count rests on the server's usage alone.
         """
         if not (ok and self.forces_length and arrived == requested):
             return False
-        return not self.retokenizes or usage_completion == arrived == retokenized
+        if self.retokenizes:
+            return usage_completion == arrived == retokenized
+        return by_token_ids
 
 
 def _vllm_length(tokens: int) -> dict[str, Any]:

@@ -75,11 +75,13 @@ def record_row(
     failure: Failure | None,
     backend: Backend = VLLM,
     retokenized: int = -1,
+    by_token_ids: bool = True,
 ) -> dict[str, Any]:
     """The records.parquet row of one request (columns: harness.rundir.records.RECORD_FIELDS).
 
     `usage` is the server's (prompt, completion) count, -1 where it gave none;
-    `retokenized` the streamed text's tokens by the run's tokenizer, -1 where not counted.
+    `retokenized` the streamed text's tokens by the run's tokenizer, -1 where not counted;
+    `by_token_ids`: the count is of token ids the server sent.
     """
     requested = item.requested_output_tokens
     return {
@@ -104,7 +106,8 @@ def record_row(
         "length_mismatch": arrived != requested,
         "length_forced": backend.forces_length,
         "retokenized_completion_tokens": retokenized,
-        "length_exact": backend.length_exact(failure is None, requested, arrived, usage[1], retokenized),
+        "length_exact": backend.length_exact(failure is None, requested, arrived, usage[1], retokenized,
+                                             by_token_ids),
     }
 
 

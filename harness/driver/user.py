@@ -136,7 +136,8 @@ class StreamingUser(User):
         )
         usage = (reader.usage_prompt, reader.usage_completion)
         retokenized = _retokenized(ctx.count_tokens, reader.text)
-        row = record_row(item, ctx.worker, timing, status, reader.arrived, usage, failure, backend, retokenized)
+        row = record_row(item, ctx.worker, timing, status, reader.arrived, usage, failure, backend, retokenized,
+                         reader.by_token_ids)
         return row, reader.token_times
 
     def _fire(self, name: str, seconds: float, error: str) -> None:

@@ -151,12 +151,20 @@ def gate(
     metric: MetricChoice = "auto",
     first_night_passes: bool = False,
 ) -> GateResult:
-    """Judge every configuration of `candidate` against `baselines` (by config_key)."""
+    """Judge every configuration of `candidate` against `baselines` (by config_key).
+
+    A configuration judged on the client's figure although the engine's was asked for
+    (`auto`) gets a note saying so: some repetition of it has no engine step log.
+    """
     configs = tuple(
         judge_config(rows, baselines.get(key), rule, metric, first_night_passes)
         for key, rows in group_by_config(candidate).items()
     )
-    return GateResult(configs, rule)
+    client_only = [config.label for config in configs if metric == "auto" and config.metric == "total_tok_s"]
+    notes = (f"judged on the client's total tok/s, not the engine's: no engine step log in some repetition of"
+             f" {', '.join(client_only)} (a server not launched here, or one that records none, such as"
+             " transformers serve)",) if client_only else ()
+    return GateResult(configs, rule, notes)
 
 
 def _value(row: RepetitionRow, metric: str) -> float | None:

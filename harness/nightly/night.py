@@ -27,8 +27,8 @@ from harness.history.from_run import repetition_from_run
 from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
-from harness.sweep import SweepCell, SweepTarget, run_cells
-from harness.systems import VLLM_SERVER_MODE, Mode, modes_for
+from harness.sweep import SweepCell, SweepTarget, run_cells, transformers_target
+from harness.systems import HF_SERVER_MODE, SERVER_MODE, HfMode, Mode, modes_for
 from launchers import ServerSpec, start
 
 logger = logging.getLogger(__name__)
@@ -59,13 +59,15 @@ def run_night(
     rule = GateRule(threshold=suite.gate.threshold)
     invocation_id = out.resolve().name
     with contextlib.ExitStack() as stack:
-        targets: dict[Mode, SweepTarget] = {}
+        targets: dict[Mode | HfMode, SweepTarget] = {}
         for mode in modes_for(suite.systems):
             server = stack.enter_context(start(ServerSpec.of(suite.server, mode), log_dir=out / "servers" / mode))
             info = probe_endpoint(server.base_url, {}, None)
             targets[mode] = SweepTarget(info, load_tokenizer(None, info), suite.server.max_num_seqs,
                                         asdict(server.info))
-        cells = [SweepCell(system, spec, targets[VLLM_SERVER_MODE[system]])
+        for hf_mode in (HF_SERVER_MODE[system] for system in suite.systems if system in HF_SERVER_MODE):
+            targets[hf_mode] = transformers_target(stack, hf_mode, suite.server, out / "servers" / hf_mode)
+        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
         run_dirs = run_cells(cells, out / "runs", suite.repetitions, cluster=cluster)
         repetitions = _repetitions(run_dirs, invocation_id)

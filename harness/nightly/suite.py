@@ -13,16 +13,26 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 import workloads
 from harness.errors import UsageError
 from harness.gate.rule import BASELINE_NIGHTS, DEFAULT_RULE
-from harness.systems import SystemName
+from harness.systems import HF_SYSTEMS, SystemName
 from harness.validation import describe_validation_error
 from harness.workload import WorkloadSpec, load_specs
 from harness.workload.limits import Share
 from launchers.spec import ServerConfig
+from launchers.transformers_server import check_servable
 
 SUITES_DIR = Path(workloads.__file__).resolve().parent / "suites"
 Count = Annotated[int, Strict(), Field(ge=1, le=100)]
@@ -66,6 +76,16 @@ class Suite(_Frozen):
         if len(set(values)) != len(values):
             raise ValueError(f"names repeat: {', '.join(values)}")
         return values
+
+    @model_validator(mode="after")
+    def _servable(self) -> Suite:
+        # Before any server starts: transformers serve cannot load a profile made without weights.
+        if any(system in HF_SYSTEMS for system in self.systems):
+            try:
+                check_servable(self.server.model)
+            except UsageError as exc:
+                raise ValueError(str(exc)) from exc
+        return self
 
 
 def list_builtin_suites() -> list[str]:

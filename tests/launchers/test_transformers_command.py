@@ -7,6 +7,7 @@ import pytest
 from harness.errors import UsageError
 from launchers.models import ResolvedModel
 from launchers.transformers_server import (
+    CPU_MAX_BATCH_TOKENS,
     DEFAULT_CPU_CACHE_BYTES,
     TransformersSpec,
     build_transformers_command,
@@ -32,6 +33,14 @@ def test_on_a_cpu_the_cache_is_a_fixed_share_of_host_memory():
     assert argv[argv.index("--cb-max-batch-tokens") + 1] == "2048"
     on_gpu, _ = build_transformers_command(spec, TINY_DIR, 8001, "py", host_memory_bytes=None)
     assert "--cb-max-memory-percent" not in on_gpu
+
+
+def test_on_a_cpu_the_token_budget_per_step_is_the_launchers_unless_given():
+    default = TransformersSpec(mode="hf-continuous")
+    on_cpu, _ = build_transformers_command(default, TINY_DIR, 8001, "py", host_memory_bytes=1 << 34)
+    on_gpu, _ = build_transformers_command(default, TINY_DIR, 8001, "py", host_memory_bytes=None)
+    assert on_cpu[on_cpu.index("--cb-max-batch-tokens") + 1] == str(CPU_MAX_BATCH_TOKENS)
+    assert "--cb-max-batch-tokens" not in on_gpu
     sequential, _ = build_transformers_command(TransformersSpec(mode="hf-sequential"), TINY_DIR, 8001, "py", 1 << 34)
     assert "--cb-max-memory-percent" not in sequential
 

@@ -22,7 +22,8 @@ import pytest
 from launchers.process import group_members
 from launchers.transformers_server import TransformersSpec, start_transformers
 
-pytestmark = pytest.mark.server
+# It closes the pooled vLLM server (two servers would share two cores): after every test that shares it.
+pytestmark = [pytest.mark.server, pytest.mark.ends_pooled_server("own_servers")]
 
 WORKLOAD = """\
 name: hf-spread

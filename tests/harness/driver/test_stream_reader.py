@@ -121,3 +121,15 @@ def test_an_error_event_says_the_servers_message():
     with pytest.raises(StreamFault) as caught:
         read(event({"error": {"message": "out of memory"}}))
     assert "out of memory" in caught.value.failure.message
+
+
+def test_a_server_that_sends_no_done_ends_its_stream_with_a_finish_reason():
+    text = event({"choices": [{"text": "a"}]}) + event({"choices": [{"text": "b"}]})
+    finished = read(text + event({"choices": [{"text": "", "finish_reason": "length"}],
+                                  "usage": {"prompt_tokens": 4, "completion_tokens": 2}}))
+    assert finished.verdict(2, sends_done=False) is None
+    assert finished.verdict(2).kind == INCOMPLETE_STREAM
+    cut = read(text).verdict(2, sends_done=False)
+    assert cut is not None and cut.kind == INCOMPLETE_STREAM and "without a finish_reason after 2 tokens" in cut.message
+    # [DONE] still ends a stream of a server said to send none.
+    assert read(text + DONE).verdict(2, sends_done=False) is None

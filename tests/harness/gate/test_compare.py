@@ -73,3 +73,14 @@ def test_the_gate_is_its_worst_configuration(make_night):
     lone = gate(steady, {}, RULE)
     assert lone.outcome == "inconclusive" and lone.exit_code == 3
     assert gate(steady, {base.repetitions[0].config_key: base}, RULE).exit_code == 0
+
+
+def test_a_configuration_without_engine_figures_is_judged_on_the_clients_and_says_so(make_night):
+    engine = make_night("c", 10, STEADY)
+    client = make_night("c", 10, STEADY, system="hf-continuous", engine_total_tok_s=None)
+    result = gate([*engine, *client], {}, RULE)
+    assert [config.metric for config in result.configs] == ["engine_total_tok_s", "total_tok_s"]
+    (note,) = result.notes
+    assert note.startswith("judged on the client's total tok/s, not the engine's") and "hf-continuous" in note
+    assert gate(engine, {}, RULE).notes == ()
+    assert gate(client, {}, RULE, metric="total_tok_s").notes == ()

@@ -10,12 +10,13 @@ from launchers import ServerSpec
 
 
 def test_shipped_suites_load_with_their_workloads():
-    assert list_builtin_suites() == ["cpu-nightly", "h100-nightly"]
+    assert list_builtin_suites() == ["cpu-nightly", "cpu-transformers-nightly", "h100-nightly"]
     cpu = load_suite("cpu-nightly")
     assert [spec.name for spec in cpu.specs] == list(cpu.suite.workloads)
     assert cpu.suite.systems == ("continuous", "static") and cpu.suite.server.model == "tiny"
     h100 = load_suite("h100-nightly")
     assert h100.suite.server.model == "llama-3.1-8b" and len(h100.specs) == 4
+    assert load_suite("cpu-transformers-nightly").suite.systems == ("hf-continuous", "hf-sequential")
 
 
 def test_a_workload_file_beside_the_suite_is_found(tmp_path):
@@ -49,9 +50,11 @@ HEAD = "kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [static
         (HEAD + "\nserver: {max_num_seq: 8}", r"server\.max_num_seq: Extra inputs are not permitted"),
         ("kind: suite\nname: s\nworkloads: [no-such-workload]\nsystems: [static]", r"no-such-workload: no such file"),
         ("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128\nsystems", r"not a readable YAML suite"),
+        (HEAD.replace("[static]", "[hf-continuous]") + "\nserver: {model: llama-3.1-8b}",
+         r"transformers serve loads real weights, and llama-3.1-8b has none"),
     ],
     ids=["kind", "no-workloads", "system", "repeat", "zero-repetitions", "bool-repetitions", "threshold", "extra-key",
-         "server-batch", "server-key", "unknown-workload", "bad-yaml"],
+         "server-batch", "server-key", "unknown-workload", "bad-yaml", "weightless-transformers"],
 )
 def test_bad_suites_are_one_line_usage_errors(tmp_path, body, message):
     path = tmp_path / "suite.yaml"
@@ -81,7 +84,7 @@ def test_both_spellings_of_a_key_at_once_are_refused(tmp_path, body, message):
 
 
 def test_an_unknown_suite_name_lists_the_shipped_ones():
-    with pytest.raises(UsageError, match=r"nope: no such suite file.*shipped: cpu-nightly, h100-nightly"):
+    with pytest.raises(UsageError, match=r"nope: no such suite file.*shipped: cpu-nightly, cpu-transformers-nightly, h100-nightly"):
         load_suite("nope")
 
 
