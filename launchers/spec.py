@@ -92,9 +92,14 @@ class ServerSpec(ServerConfig):
         try:
             return handler(data)
         except ValidationError as exc:
-            error = exc.errors()[0]
-            field = ".".join(str(part) for part in error["loc"])
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "value_error":
-                raise UsageError(message) from exc
-            raise UsageError(f"server {field}: {message} (got {error.get('input')!r})") from exc
+            raise as_usage_error(exc, "server") from exc
+
+
+def as_usage_error(exc: ValidationError, subject: str) -> UsageError:
+    """A spec's first validation error as the user's one-line error; `subject` names the spec."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"])
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "value_error":
+        return UsageError(message)
+    return UsageError(f"{subject} {field}: {message} (got {error.get('input')!r})")

@@ -41,6 +41,7 @@ from harness.workload.limits import Seconds
 from launchers.handle import ServerProcess
 from launchers.models import ResolvedModel, parse_profile_argument, resolve_model
 from launchers.process import ensure_port_free, free_port
+from launchers.spec import as_usage_error
 
 logger = logging.getLogger(__name__)
 SERVER_NAME = "transformers serve"
@@ -94,9 +95,7 @@ class TransformersSpec(BaseModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            error = exc.errors()[0]
-            name = ".".join(str(part) for part in error["loc"])
-            raise UsageError(f"transformers server {name}: {error['msg']} (got {error.get('input')!r})") from exc
+            raise as_usage_error(exc, "transformers server") from exc
 
 
 @dataclass
