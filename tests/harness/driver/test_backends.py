@@ -150,6 +150,7 @@ def test_transformers_generation_under_that_config_gives_exactly_the_length_in_b
     pytest.importorskip("fastapi")
     from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.cli.serving.completion import CompletionHandler
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     torch.manual_seed(0)
     shape = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
@@ -167,7 +168,10 @@ def test_transformers_generation_under_that_config_gives_exactly_the_length_in_b
     assert model.generate(inputs, max_new_tokens=9).shape[1] == len(prompt) + 1
     for tokens in (3, 9):
         assert model.generate(inputs, generation_config=config(tokens, False)).shape[1] == len(prompt) + tokens
-    manager = model.init_continuous_batching(generation_config=config(3, True))
+    # Small on purpose: unbounded, its cache and masks take 90% of the machine's memory (21.6 GB here),
+    # and beside a pooled vLLM server the kernel killed the test process.
+    bounded = ContinuousBatchingConfig(num_blocks=16, max_batch_tokens=64)
+    manager = model.init_continuous_batching(generation_config=config(3, True), continuous_batching_config=bounded)
     manager.start()
     try:
         for tokens in (3, 9):
