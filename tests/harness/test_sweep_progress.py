@@ -23,7 +23,7 @@ from harness.driver.endpoint import EndpointInfo
 from harness.workload import load_spec
 
 show_progress()
-sweep.warm_up = lambda *args: None
+sweep.warm_up = lambda *args, **kwargs: None
 
 def execute(request):
     sweep.run_logger.info(f"building 12 prompts for {request.out_dir.name}")
