@@ -45,15 +45,13 @@ from launchers.spec import as_usage_error
 
 logger = logging.getLogger(__name__)
 SERVER_NAME = "transformers serve"
-# On a CPU, transformers sizes the paged cache and its attention masks from a fraction of the
-# machine's whole memory, 90% unless told: 20 GiB of this 24 GiB machine for the tiny model,
-# beside two vLLM servers. 2 GiB holds ~33k tokens of the tiny model's cache at its default
-# 8,192 tokens per step (each cached token also costs a row of every step's attention mask).
+# On a CPU, transformers sizes the paged cache and its attention masks from 90% of the
+# machine's whole memory unless told, which leaves nothing for a vLLM server beside it.
+# 2 GiB holds the tiny model's cache for these bursts (docs/validation/transformers-serve.md).
 DEFAULT_CPU_CACHE_BYTES = 2 << 30
 # On a CPU each step's attention mask spans its token budget by the whole cache, so
-# transformers' default budget of 8,192 tokens makes every step slow: a burst of 510
-# requests of 512-token prompts ran at 25 tok/s, 19 of them stalled past 120 s; at 512 it
-# ran at 70 tok/s, none stalled (docs/validation/transformers-serve.md).
+# transformers' default budget of 8,192 tokens makes every step slow enough to stall a
+# burst (docs/validation/transformers-serve.md).
 CPU_MAX_BATCH_TOKENS = 512
 # Present where an NVIDIA driver is loaded: transformers then caches on the GPU.
 NVIDIA_CONTROL_DEVICE = "/dev/nvidiactl"
@@ -134,6 +132,14 @@ class TransformersServer(ServerProcess):
             return False
 
 
+def step_token_budget(spec: TransformersSpec, on_cpu: bool) -> int | None:
+    """The tokens per step hf-continuous is given: the spec's, else the launcher's on a CPU;
+    None: transformers' own default (and for hf-sequential, which has no steps of its own)."""
+    if spec.mode != "hf-continuous":
+        return None
+    return spec.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if on_cpu else None)
+
+
 def build_transformers_command(
     spec: TransformersSpec, model: ResolvedModel, port: int, python: str, host_memory_bytes: int | None = None
 ) -> tuple[list[str], dict[str, str]]:
@@ -146,8 +152,7 @@ def build_transformers_command(
     argv += ["--host", spec.host, "--port", str(port), "--log-level", "info"]
     if spec.mode == "hf-continuous":
         argv += ["--continuous-batching"]
-        on_cpu = host_memory_bytes is not None
-        max_batch_tokens = spec.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if on_cpu else None)
+        max_batch_tokens = step_token_budget(spec, on_cpu=host_memory_bytes is not None)
         if max_batch_tokens is not None:
             argv += ["--cb-max-batch-tokens", str(max_batch_tokens)]
         if host_memory_bytes is not None and spec.cpu_cache_bytes is not None:
@@ -204,7 +209,7 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
         pid=process.pid,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         continuous_batching=spec.mode == "hf-continuous",
-        max_batch_tokens=_flag_value(argv, "--cb-max-batch-tokens"),
+        max_batch_tokens=step_token_budget(spec, on_cpu=host_memory is not None),
     )
     handle = TransformersServer(process, info, log_path, spec.startup_timeout_s, spec.stop_grace_s)
     handle.write_info()
@@ -216,10 +221,6 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
         raise
     handle.write_info()
     return handle
-
-
-def _flag_value(argv: list[str], flag: str) -> int | None:
-    return int(argv[argv.index(flag) + 1]) if flag in argv else None
 
 
 def probe_serving(python: str) -> str:
