@@ -7,6 +7,7 @@ from pathlib import Path
 from harness.errors import UsageError
 
 _HERE = Path(__file__).resolve().parent
+SUITES_DIR = _HERE / "suites"
 
 
 def list_builtin_workloads() -> list[str]:
@@ -23,3 +24,8 @@ def builtin_workload_path(name: str) -> Path:
             f" {', '.join(list_builtin_workloads())})"
         )
     return _HERE / f"{stem}.yaml"
+
+
+def list_builtin_suites() -> list[str]:
+    """Names of the shipped nightly suites (file names without .yaml under suites/), sorted."""
+    return sorted(path.stem for path in SUITES_DIR.glob("*.yaml"))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.cli.gate import add_gate_outputs, destinations
 from harness.cli.load_options import add_workers_argument
+from workloads import list_builtin_suites
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,8 @@ logger = logging.getLogger(__name__)
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("nightly", help="run a suite, append it to the history, gate it against the last"
                                    " accepted nights and write the trend report (exit 0, 1 or 3)")
-    parser.add_argument("--suite", required=True, help="suite file, or a shipped suite: cpu-nightly, h100-nightly")
+    parser.add_argument("--suite", required=True,
+                        help=f"suite file, or a shipped suite: {', '.join(list_builtin_suites())}")
     parser.add_argument("--out", type=Path, help="night directory (default: reports/nightly-<suite>-<date>-<host>)")
     parser.add_argument("--accept", action="store_true", help="accept tonight into future baselines whatever the"
                         " verdict (after an intended change of throughput)")

@@ -24,7 +24,6 @@ from pydantic import (
     model_validator,
 )
 
-import workloads
 from harness.errors import UsageError
 from harness.gate.rule import BASELINE_NIGHTS, DEFAULT_RULE
 from harness.systems import HF_SYSTEMS, SystemName
@@ -33,8 +32,8 @@ from harness.workload import WorkloadSpec, load_specs
 from harness.workload.limits import Share
 from launchers.spec import ServerConfig
 from launchers.transformers_server import check_servable
+from workloads import SUITES_DIR, list_builtin_suites
 
-SUITES_DIR = Path(workloads.__file__).resolve().parent / "suites"
 Count = Annotated[int, Strict(), Field(ge=1, le=100)]
 
 
@@ -86,11 +85,6 @@ class Suite(_Frozen):
             except UsageError as exc:
                 raise ValueError(str(exc)) from exc
         return self
-
-
-def list_builtin_suites() -> list[str]:
-    """Names of the shipped suites (file names without .yaml), sorted."""
-    return sorted(path.stem for path in SUITES_DIR.glob("*.yaml"))
 
 
 @dataclass(frozen=True)
