@@ -27,6 +27,7 @@ from harness.cli import (  # noqa: E402
     reproduce,
     run,
     serve,
+    sweep_rates,
     worker,
 )
 from harness.cli.options import check_options  # noqa: E402
@@ -34,7 +35,8 @@ from harness.cli.progress import show_progress  # noqa: E402
 from harness.driver.interrupts import interrupt_main_on_signals  # noqa: E402
 from harness.errors import BatchBenchError, UsageError  # noqa: E402
 
-COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, gate, nightly, predict, calibration, gpu_check)
+COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, sweep_rates, gate, nightly, predict, calibration,
+            gpu_check)
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -28,7 +28,7 @@ from pydantic import (
 
 from harness.driver.distributed.wire import parse_address
 from harness.errors import UsageError
-from harness.workload.limits import MAX_REQUESTS, Batch, Seconds, Share
+from harness.workload.limits import MAX_REQUESTS, Batch, NonNegativeSeconds, Seconds, Share
 from launchers import ServerConfig
 
 MAX_REPETITIONS = 1_000
@@ -131,6 +131,17 @@ class ReproduceOptions(_Options):
     workers: Workers
 
 
+class SweepRatesOptions(_Options):
+    out: OutDir | None
+    tokenizer: ExistingDir | None
+    warmup_s: NonNegativeSeconds
+    measure_s: Seconds = Field(ge=1)
+    saturation_requests: Positive = Field(le=MAX_REQUESTS)
+    slo_ttft_p50_s: Seconds
+    slo_e2e_p99_s: Seconds
+    budget_min: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None
+
+
 class AnalyzeOptions(_Options):
     out: OutDir
 
@@ -175,6 +186,7 @@ OPTIONS: dict[str, tuple[type[BaseModel], ...]] = {
     "run": (ServerConfig, RunOptions),
     "worker": (WorkerOptions,),
     "reproduce": (ServerConfig, ReproduceOptions),
+    "sweep-rates": (ServerConfig, SweepRatesOptions),
     "analyze": (AnalyzeOptions,),
     "gate": (GateOptions,),
     "nightly": (NightlyOptions,),

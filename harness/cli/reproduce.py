@@ -21,17 +21,16 @@ import logging
 import math
 import platform
 import time
-from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
-from harness.cli.server_options import add_server_arguments, server_spec
+from harness.cli.server_options import add_server_arguments
+from harness.cli.targets import add_endpoint_arguments, sweep_targets
 from harness.errors import UsageError
-from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
-from launchers import start
+from harness.systems import HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
 
 if TYPE_CHECKING:
     from harness.budget import JobPlan
@@ -125,9 +124,7 @@ def add_parser(subparsers) -> None:
         " own continuous batching) and hf-sequential (one request at a time); the report shows them beside vLLM's",
     )
     parser.add_argument("--out", type=Path, help="report directory (default: reports/<date>-<host>)")
-    parser.add_argument("--endpoint", help="an already running continuous server (skips launching it)")
-    parser.add_argument("--static-endpoint", help="an already running static-batching server")
-    parser.add_argument("--tokenizer", help="tokenizer directory when the endpoints' model is not local")
+    add_endpoint_arguments(parser)
     add_workers_argument(parser)
     add_history_arguments(parser)
     add_server_arguments(parser)
@@ -177,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
                                stage=stage)
 
     with contextlib.ExitStack() as stack:
-        targets = _targets(args, out, stack)
+        targets = sweep_targets(args, out, stack, args.transformers)
         specs, job = _plan(args, specs, targets, repetitions, out / "probe")
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in specs for system in systems if SERVER_MODE[system] in targets]
@@ -251,39 +248,6 @@ def _check_sizing_options(args: argparse.Namespace) -> None:
 def _systems(args: argparse.Namespace) -> tuple[SystemName, ...]:
     """vLLM's three systems, and transformers serve's two with --transformers."""
     return SYSTEMS + HF_SYSTEMS if args.transformers else SYSTEMS
-
-
-def _targets(args: argparse.Namespace, out: Path, stack: contextlib.ExitStack) -> dict[Mode | HfMode, SweepTarget]:
-    """The servers the sweep runs on: those given as endpoints, the others launched one after the other.
-
-    One after the other, not side by side: each start is mostly imports and compilation,
-    and both use every core, so two starts at once take as long as two in turn, and the
-    second misses the compile cache the first fills (docs/validation/job-clock.md#server-start).
-    """
-    from harness.driver.endpoint import load_tokenizer, probe_endpoint
-    from harness.sweep import SweepTarget
-
-    wanted: dict[Mode, str | None] = {"continuous": args.endpoint}
-    if not args.endpoint or args.static_endpoint:
-        wanted["static"] = args.static_endpoint
-    targets: dict[Mode | HfMode, SweepTarget] = {}
-    for mode, endpoint in wanted.items():
-        server_info, url = None, endpoint
-        if endpoint is None:
-            server = stack.enter_context(start(server_spec(args, mode), log_dir=out / "servers" / mode))
-            url, server_info = server.base_url, asdict(server.info)
-        assert url is not None, "the endpoint given, or the launched server's"
-        # A launched server serves the model it was given; an endpoint must serve the one named.
-        info = probe_endpoint(url, {}, args.model if endpoint else None)
-        targets[mode] = SweepTarget(info, load_tokenizer(args.tokenizer, info), args.max_num_seqs, server_info)
-    if args.transformers:
-        from harness.sweep import transformers_target
-
-        # One after the other, beside the vLLM servers (an idle server takes no CPU).
-        config = server_spec(args, "continuous")
-        for hf_mode in HF_MODES:
-            targets[hf_mode] = transformers_target(stack, hf_mode, config, out / "servers" / hf_mode, args.tokenizer)
-    return targets
 
 
 def _plan(args: argparse.Namespace, specs: list[WorkloadSpec], targets: dict[Mode | HfMode, SweepTarget],

@@ -140,6 +140,7 @@ def simulate(
     prompt_tokens: Sequence[int] | np.ndarray | None = None,
     arrivals: Sequence[float] | np.ndarray | None = None,
     wave_gap_s: float = 0.0,
+    static_batch_wait_s: float = 0.0,
 ) -> ScheduleResult:
     """Predict how `system` schedules the requests with batch width `B`.
 
@@ -147,7 +148,9 @@ def simulate(
       the free rows; a step's cost counts the sequences in it.
     - static: a batch of up to B arrived requests starts only when the previous one
       has fully finished; finished rows stop costing but stay empty until the longest
-      member ends; a step's cost counts the members still generating.
+      member ends; a step's cost counts the members still generating. With
+      `static_batch_wait_s`, a batch forms only once B requests wait or the oldest has
+      waited that long (the static server's max batch delay, launchers.static_scheduler).
     - naive: padded static batching; every row of a wave generates (and prefills) to
       the wave's longest member, so each step costs a full wave, and every request is
       returned at the wave's end. Each wave after the first starts `wave_gap_s` after
@@ -177,9 +180,11 @@ def simulate(
         raise ValueError(f"prompt_tokens: has {len(prompts)} entries, output_tokens has {n}")
     if len(times) != n:
         raise ValueError(f"arrivals: has {len(times)} entries, output_tokens has {n}")
-    if not (math.isfinite(wave_gap_s) and wave_gap_s >= 0):
-        raise ValueError(f"wave_gap_s: must be zero or positive seconds, got {wave_gap_s!r}")
-    trace = _run(system, outputs, prompts, times, int(batch_size), step_cost, float(wave_gap_s))
+    for name, value in (("wave_gap_s", wave_gap_s), ("static_batch_wait_s", static_batch_wait_s)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name}: must be zero or positive seconds, got {value!r}")
+    batch_wait_s = float(static_batch_wait_s) if system == "static" else 0.0
+    trace = _run(system, outputs, prompts, times, int(batch_size), step_cost, float(wave_gap_s), batch_wait_s)
     return _result(system, int(batch_size), outputs, prompts, trace)
 
 
@@ -246,6 +251,7 @@ def _run(
     batch_size: int,
     step_cost: StepCost,
     wave_gap_s: float,
+    batch_wait_s: float,
 ) -> _Trace:
     """Event loop: admit, run steps up to the next event, retire, repeat."""
     n = len(outputs)
@@ -269,6 +275,10 @@ def _run(
     context_offset = 0  # sum of the running requests' context offsets
     while True:
         admitted: list[int] = []
+        if batch_wait_s > 0 and not running and queued < n and _arrived(arrivals[order[queued]], clock):
+            # An idle static server forms its batch when B wait or the oldest has waited batch_wait_s.
+            full_at = float(arrivals[order[queued + batch_size - 1]]) if queued + batch_size <= n else math.inf
+            clock = max(clock, min(full_at, float(arrivals[order[queued]]) + batch_wait_s))
         if refill_every_step or not running:
             while len(admitted) < len(free_rows) and queued < n and _arrived(arrivals[order[queued]], clock):
                 admitted.append(int(order[queued]))

@@ -403,3 +403,21 @@ def test_thousand_requests_with_context_cost_simulate_well_under_a_second(system
     result = simulate(system, outputs, 16, BY_CONTEXT, prompt_tokens=np.full(1000, 64))
     assert time.process_time() - started < 1.0
     assert result.useful_token_slots == int(outputs.sum())
+
+
+def test_static_max_batch_delay_waits_for_a_full_batch_or_the_oldest_request():
+    outputs = [1, 1, 1, 1]
+    # The oldest waits 0.5 s; the fourth request comes later: three form the batch at 0.5 s.
+    late = simulate("static", outputs, 4, ONE_MS, arrivals=[0.0, 0.1, 0.2, 5.0], static_batch_wait_s=0.5)
+    assert late.first_token_s[:3] == pytest.approx([0.501] * 3) and late.first_token_s[3] == pytest.approx(5.501)
+    # Four within the delay: the batch forms when the fourth arrives, full.
+    full = simulate("static", outputs, 4, ONE_MS, arrivals=[0.0, 0.1, 0.2, 0.3], static_batch_wait_s=0.5)
+    assert full.first_token_s == pytest.approx([0.301] * 4)
+    # No delay: the first arrival starts a batch of one.
+    impatient = simulate("static", outputs, 4, ONE_MS, arrivals=[0.0, 0.1, 0.2, 0.3])
+    assert impatient.first_token_s[0] == pytest.approx(0.001)
+    # Only static waits.
+    continuous = simulate("continuous", outputs, 4, ONE_MS, arrivals=[0.0, 0.1, 0.2, 5.0], static_batch_wait_s=0.5)
+    assert continuous.first_token_s[0] == pytest.approx(0.001)
+    with pytest.raises(ValueError, match="static_batch_wait_s"):
+        simulate("static", outputs, 4, ONE_MS, static_batch_wait_s=-1)

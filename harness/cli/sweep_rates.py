@@ -1,0 +1,249 @@
+"""`batchbench sweep-rates`: latency against offered rate per system, its knee and the rate held under an SLO.
+
+The latency half of Anyscale's experiment (harness.rate_sweep). Both vLLM servers are
+launched as `reproduce` launches them (or given as endpoints). Each system first serves a
+burst (its saturation rate); then every system runs Poisson arrivals at each rate of a grid
+set relative to continuous's saturation, rates ascending, systems interleaved. A report is
+written after every rate (PRELIMINARY) and after Ctrl-C (STOPPED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import platform
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from harness.cli.server_options import add_server_arguments
+from harness.cli.targets import add_endpoint_arguments, sweep_targets
+from harness.errors import ServerError, UsageError
+from harness.systems import SERVER_MODE, SystemName
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WORKLOAD = "cpu-anyscale-latency"
+# Naive waves are sent whole, ignoring arrival times (harness.driver.work), so only these two are swept.
+RATE_SYSTEMS: tuple[SystemName, ...] = ("continuous", "static")
+SATURATION_REQUESTS = 200
+# Static admission waits this long for a full batch: long enough that a burst's first batch fills
+# behind the API server, short against a batch's own seconds.
+SWEEP_BATCH_WAIT_S = 1.0
+# Scaled to the CPU default (docs/rate-sweep.md): twice static's TTFT floor at low load (its 1 s batch delay),
+# and about twice continuous's p99 E2E near its saturation (a 1,536-token cap's tail).
+DEFAULT_SLO_TTFT_P50_S = 2.0
+DEFAULT_SLO_E2E_P99_S = 10.0
+EXIT_INTERRUPTED = 130
+# Writing the last report (seconds), counted against --budget-min.
+REPORT_S = 5.0
+
+
+def add_parser(subparsers) -> None:
+    from harness.rate_sweep.grid import DEFAULT_FRACTIONS, MEASURE_S, WARMUP_S
+
+    parser = subparsers.add_parser("sweep-rates", help="latency against offered rate (Poisson arrivals) per system:"
+                                   " knees, the rate each holds under an SLO, queue waits")
+    parser.add_argument("--workload", default=DEFAULT_WORKLOAD,
+                        help=f"workload file or name; its arrivals are replaced (default {DEFAULT_WORKLOAD})")
+    parser.add_argument("--fractions", default=",".join(f"{f:g}" for f in DEFAULT_FRACTIONS),
+                        help="offered rates as fractions of continuous's saturation rate (default %(default)s)")
+    parser.add_argument("--rates", help="offered rates in requests/s instead of --fractions (e.g. 4,8,16,32)")
+    parser.add_argument("--warmup-s", type=float, default=WARMUP_S,
+                        help="arrivals left out at the start of each run (default %(default)g)")
+    parser.add_argument("--measure-s", type=float, default=MEASURE_S,
+                        help="measured seconds of arrivals per run (default %(default)g; under 20 is noise here)")
+    parser.add_argument("--budget-min", type=float,
+                        help="fit the whole sweep in about this many minutes: after the bursts, the measured seconds"
+                        " per run are set to fill it (a budget that leaves under 20 s per run is refused)")
+    parser.add_argument("--saturation-requests", type=int, default=SATURATION_REQUESTS,
+                        help="requests in each system's saturation burst (default %(default)s)")
+    parser.add_argument("--slo-ttft-p50-s", type=float, default=DEFAULT_SLO_TTFT_P50_S,
+                        help="SLO: median time to first token, seconds (default %(default)g)")
+    parser.add_argument("--slo-e2e-p99-s", type=float, default=DEFAULT_SLO_E2E_P99_S,
+                        help="SLO: 99th percentile end-to-end latency, seconds (default %(default)g)")
+    parser.add_argument("--out", type=Path, help="report directory (default: reports/rates-<date>-<host>)")
+    parser.add_argument("--analyze", type=Path, metavar="DIR",
+                        help="run nothing: rewrite the report of the sweep in DIR from its runs"
+                        " (e.g. under another SLO)")
+    add_endpoint_arguments(parser)
+    add_server_arguments(parser)
+    parser.set_defaults(handler=run, batch_wait_s=SWEEP_BATCH_WAIT_S)
+    for action in parser._actions:  # the sweep's own default for static's max batch delay, said in its help
+        if action.dest == "batch_wait_s":
+            action.help = f"static mode: wait up to this long for a full batch (default {SWEEP_BATCH_WAIT_S:g})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.workload import load_spec
+
+    # Each flag's type and range were checked with every command's (harness.cli.options.SweepRatesOptions).
+    if args.analyze is not None:
+        return _analyze(args.analyze, args)
+    spec = load_spec(args.workload)
+    fractions, rates = _grid_options(args)
+    if args.saturation_requests < args.max_num_seqs:
+        raise UsageError(f"--saturation-requests: at least B = {args.max_num_seqs}, got {args.saturation_requests}")
+    out = args.out or Path("reports") / f"rates-{datetime.now():%Y%m%d-%H%M%S}-{platform.node()}"
+
+    from harness.driver.runner import require_new_dir
+
+    require_new_dir(out, "report directory")
+    return _sweep(args, spec, fractions, rates, out)
+
+
+def _analyze(directory: Path, args: argparse.Namespace) -> int:
+    """Rewrite the report of an earlier sweep from its runs, under this command's SLO."""
+    import json
+
+    from harness.rate_sweep.curve import Slo
+    from harness.rate_sweep.measure import SweepMeasurements
+    from harness.rate_sweep.report import SUMMARY_FILE
+    from harness.rundir.reader import find_run_dirs
+
+    try:
+        earlier = json.loads((directory / SUMMARY_FILE).read_text(encoding="utf-8"))
+        settings = (earlier["workload"], earlier["batch_size"], earlier["warmup_s"], earlier["measure_s"],
+                    earlier["static_batch_wait_s"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--analyze {directory}: not a rate sweep's report directory ({exc})") from None
+    workload, batch_size, warmup_s, measure_s, static_wait = settings
+    measured = SweepMeasurements(workload, batch_size, Slo(args.slo_ttft_p50_s, args.slo_e2e_p99_s), warmup_s,
+                                 measure_s, static_wait)
+    for path in find_run_dirs([directory / "runs"]):
+        measured.add_run(path)
+    _, page, _ = measured.write(directory, earlier.get("stage"))
+    print(page)
+    return 0
+
+
+def _grid_options(args: argparse.Namespace) -> tuple[tuple[float, ...], list[float] | None]:
+    """(--fractions, --rates): each a list of positive numbers; --rates wins when given."""
+    fractions = tuple(_positive_list("--fractions", args.fractions))
+    rates = sorted(set(_positive_list("--rates", args.rates))) if args.rates else None
+    return fractions, rates
+
+
+def _positive_list(flag: str, text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{flag}: a comma-separated list of numbers, got {text!r}") from None
+    if not values or not all(math.isfinite(value) and value > 0 for value in values):
+        raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
+    return values
+
+
+def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: list[float] | None,
+           out: Path) -> int:
+    from harness.rate_sweep.curve import Slo
+    from harness.rate_sweep.grid import burst_spec, expected_run_s, rate_spec
+    from harness.rate_sweep.measure import SweepMeasurements
+    from harness.sweep import SweepCell, iter_runs
+
+    began = time.monotonic()
+    slo = Slo(args.slo_ttft_p50_s, args.slo_e2e_p99_s)
+    runs_dir = out / "runs"
+    stopped = None
+    with contextlib.ExitStack() as stack:
+        targets = sweep_targets(args, out, stack)
+        systems = [system for system in RATE_SYSTEMS if SERVER_MODE[system] in targets]
+        static_wait = args.batch_wait_s if "static" in targets and targets["static"].server else None
+        measure_s = args.measure_s
+        measured = SweepMeasurements(spec.name, args.max_num_seqs, slo, args.warmup_s, measure_s, static_wait)
+        clock = _Clock(len(systems))
+        try:
+            bursts = [SweepCell(system, burst_spec(spec, args.saturation_requests), targets[SERVER_MODE[system]])
+                      for system in systems]
+            for made in iter_runs(bursts, runs_dir, 1, note=clock.note):
+                measured.add_burst(made.path)
+                clock.done(made.seconds)
+            grid = rates or _grid(measured.saturation("continuous"), fractions)
+            logger.info("rates (requests/s): " + ", ".join(f"{rate:g}" for rate in grid))
+            runs = [(rate, measured.saturation(system)) for rate in grid for system in systems]
+            if args.budget_min is not None:
+                measure_s = _measure_for_budget(args.budget_min, time.monotonic() - began, runs, args.warmup_s)
+                measured.measure_s = measure_s
+            clock.plan([expected_run_s(rate, saturation, args.warmup_s + measure_s) for rate, saturation in runs])
+            cells = [SweepCell(system, rate_spec(spec, rate, args.warmup_s, measure_s),
+                               targets[SERVER_MODE[system]]) for rate in grid for system in systems]
+            for made in iter_runs(cells, runs_dir, 1, note=clock.note):
+                measured.add_point(made.path)
+                clock.done(made.seconds)
+                if clock.finished < clock.total:
+                    measured.write(out, f"PRELIMINARY: {clock.finished} of {clock.total} runs; rewritten after each")
+        except KeyboardInterrupt:
+            stopped = f"STOPPED by Ctrl-C after {clock.finished} of {clock.total} runs; only finished runs are shown"
+            logger.info(stopped)
+    if stopped is not None and not measured.points:
+        logger.info(f"no rate finished: no report; exit {EXIT_INTERRUPTED}")
+        return EXIT_INTERRUPTED
+    markdown, page, _ = measured.write(out, stopped)
+    print(page)
+    logger.info(f"rate sweep done: {markdown} and {page}")
+    if stopped is not None:
+        return EXIT_INTERRUPTED
+    failed = sum(point.failed for point in measured.points)
+    if failed:
+        logger.info(f"{failed} requests failed: the report's table says where; exit 1")
+        return 1
+    return 0
+
+
+def _grid(saturation: float, fractions: tuple[float, ...]) -> list[float]:
+    """The offered rates from continuous's saturation; ServerError when its burst gave none."""
+    from harness.rate_sweep.grid import rate_grid
+
+    if not (math.isfinite(saturation) and saturation > 0):
+        raise ServerError("continuous's saturation burst completed no request: no rates to offer (its run directory"
+                          " says why); give --rates to sweep without it")
+    return rate_grid(saturation, fractions)
+
+
+def _measure_for_budget(budget_min: float, spent_s: float, runs: list[tuple[float, float]], warmup_s: float) -> float:
+    """The measured seconds per run that fill what is left of --budget-min; UsageError under 20 s."""
+    from harness.rate_sweep.grid import expected_run_s, measure_for_budget
+    from harness.rate_sweep.report import TRUSTED_MEASURE_S
+
+    measure_s = measure_for_budget(budget_min * 60 - spent_s - REPORT_S, runs, warmup_s)
+    if measure_s < TRUSTED_MEASURE_S:
+        needed_s = spent_s + REPORT_S + sum(expected_run_s(rate, saturation, warmup_s + TRUSTED_MEASURE_S)
+                                            for rate, saturation in runs)
+        needed = needed_s / 60
+        raise UsageError(f"--budget-min {budget_min:g}: leaves {measure_s:.0f} s of measured arrivals per run on this"
+                         f" machine, under {TRUSTED_MEASURE_S:g} s; give at least {needed:.1f} minutes")
+    logger.info(f"--budget-min {budget_min:g}: {measure_s:.0f} s of measured arrivals per run")
+    return measure_s
+
+
+class _Clock:
+    """Run k of N and the time left: the bursts first, then the grid's runs priced by _expected_s and
+    rescaled by how the finished runs compared with their prices."""
+
+    def __init__(self, bursts: int) -> None:
+        self.total, self.finished = bursts, 0
+        self.prices: list[float] = []
+        self.taken: list[float] = []
+        self.since = time.monotonic()
+
+    def plan(self, prices: list[float]) -> None:
+        self.prices = prices
+        self.total = self.finished + len(prices)
+
+    def done(self, seconds: float) -> None:
+        self.finished += 1
+        self.taken.append(seconds)
+        self.since = time.monotonic()
+
+    def note(self) -> str:
+        run = min(self.finished + 1, self.total)
+        if not self.prices:
+            return f"run {run} of {self.total}"
+        done_grid = self.finished - (self.total - len(self.prices))
+        priced = sum(self.prices[:done_grid])
+        scale = sum(self.taken[-done_grid:]) / priced if done_grid > 0 and priced > 0 else 1.0
+        left = max(0.0, scale * sum(self.prices[done_grid:]) - (time.monotonic() - self.since))
+        ends = datetime.now() + timedelta(seconds=left)
+        return f"run {run} of {self.total}, about {left / 60:.1f} min left, ends about {ends:%H:%M}"

@@ -1,0 +1,147 @@
+"""One Poisson run as a point on a latency curve (pure: tables in, figures out).
+
+The measured requests are those planned to arrive after the warm-up. Their figures:
+- client latencies (harness.analysis.metrics.request_table): TTFT and E2E, p50 and p99,
+  and the median normalized latency, E2E per output token (vLLM's paper's measure): each
+  rate's plan draws its own output lengths, and a median of E2E alone moves with them;
+- queue wait, from the engine's step log: the start of the step that first admitted the
+  request minus its send time (one machine, one wall clock). This is "waits at the door":
+  the time a request spends queued before any of its work begins;
+- whether the system kept up. A queue that is stable fluctuates around a level; one that
+  is not grows for the whole run. Its wait (the engine's queue wait, else the client's
+  TTFT) is regressed on arrival time (Theil-Sen, robust to the odd long prompt); the run
+  did not keep up when the wait grew over the measured window by more than its limit:
+  WAIT_GROWTH_FLOOR_S, or half the window's median wait when that is larger (a queue
+  that already holds seconds fluctuates by more). Such a point's latencies reflect the
+  run's length, not the rate, and are shown as such.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import theilslopes
+
+from harness.analysis.metrics import request_table
+from harness.analysis.stats import Estimate, median_ci
+
+# A queue that grew by less than this over a run is a fluctuation, not a backlog.
+WAIT_GROWTH_FLOOR_S = 0.5
+
+
+@dataclass(frozen=True)
+class RatePoint:
+    """What one run at one offered rate measured. Times in seconds; NaN where undefined."""
+
+    system: str
+    offered_rate: float  # requests/s the workload asked for
+    planned_rate: float  # requests/s the plan's Poisson draw holds in the measured window
+    sent_rate: float  # requests/s the client sent them at: below planned_rate when it fell behind
+    late_p99_s: float  # p99 of how late the client sent the measured requests
+    measured: int  # requests planned to arrive in the measured window
+    failed: int  # of those, requests that did not complete
+    ttft_p50_s: float
+    ttft_p99_s: float
+    e2e_p50_s: float
+    e2e_p50_low_s: float  # 95% bootstrap interval of the median E2E, over the run's requests
+    e2e_p50_high_s: float
+    e2e_p99_s: float
+    normalized_p50_s: float  # median over requests of E2E / output tokens (seconds per token)
+    queue_wait_p50_s: float  # from the engine's step log; NaN without one
+    queue_wait_p99_s: float
+    wait_growth_s: float  # how much the queue's wait grew over the measured window (Theil-Sen)
+    growth_limit_s: float  # the growth above which the queue did not keep up
+    # Simulated from a step cost fitted on the same server's other runs (harness.rate_sweep.predict); NaN: none.
+    predicted_e2e_p50_s: float = math.nan
+    predicted_ttft_p50_s: float = math.nan
+
+    @property
+    def keeps_up(self) -> bool:
+        """Whether the queue was stable (an unknown growth counts as stable)."""
+        return not self.wait_growth_s > self.growth_limit_s
+
+    @property
+    def prediction_error(self) -> float:
+        """Measured p50 E2E over predicted, minus 1 (NaN without a prediction)."""
+        return self.e2e_p50_s / self.predicted_e2e_p50_s - 1.0 if self.predicted_e2e_p50_s > 0 else math.nan
+
+    @property
+    def growth_ratio(self) -> float:
+        """The wait's growth over its limit: above 1, the queue did not keep up (0 when it shrank or is unknown)."""
+        return max(0.0, self.wait_growth_s / self.growth_limit_s) if math.isfinite(self.wait_growth_s) else 0.0
+
+
+def queue_waits(records: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
+    """Per request_id: start of the step that first admitted it minus its send time (admitted requests only)."""
+    admitted = steps[["t_s", "admitted"]].explode("admitted").dropna(subset=["admitted"])
+    first = admitted.groupby(admitted["admitted"].astype(np.int64))["t_s"].min()
+    sent = records.set_index("request_id")["sent_s"]
+    both = sent.index.intersection(first.index)
+    return (first.loc[both] - sent.loc[both]).rename("queue_wait_s")
+
+
+def measure_point(system: str, offered_rate: float, records: pd.DataFrame, tokens: pd.DataFrame,
+                  steps: pd.DataFrame | None, warmup_s: float) -> RatePoint:
+    """The point of one run: requests planned after `warmup_s` are measured, the rest left out."""
+    start = float(records["scheduled_s"].min())
+    offset = records["scheduled_s"] - start
+    window = records.loc[offset >= warmup_s]
+    measured_s = float(offset.max()) - warmup_s
+    requests = request_table(window, tokens)
+    waits = queue_waits(window, steps) if steps is not None else pd.Series(dtype=float)
+    # The wait whose growth says whether the queue is stable: the engine's, else the client's TTFT.
+    wait_by_id = waits if not waits.empty else requests.set_index("request_id")["ttft_s"]
+    arrivals = (window.set_index("request_id")["scheduled_s"] - start).reindex(wait_by_id.index)
+    growth, limit = _growth(arrivals.to_numpy(dtype=float), wait_by_id.to_numpy(dtype=float), measured_s)
+    e2e = _median_interval(requests["e2e_s"])
+    return RatePoint(
+        system=system,
+        offered_rate=offered_rate,
+        planned_rate=_rate(window["scheduled_s"]),
+        sent_rate=_rate(window["sent_s"]),
+        late_p99_s=_quantile(window["lateness_s"], 0.99),
+        measured=len(window),
+        failed=int((~window["ok"]).sum()),
+        ttft_p50_s=_quantile(requests["ttft_s"], 0.5),
+        ttft_p99_s=_quantile(requests["ttft_s"], 0.99),
+        e2e_p50_s=e2e.point,
+        e2e_p50_low_s=e2e.low,
+        e2e_p50_high_s=e2e.high,
+        e2e_p99_s=_quantile(requests["e2e_s"], 0.99),
+        normalized_p50_s=_quantile(requests["e2e_s"] / requests["useful_tokens"].clip(lower=1), 0.5),
+        queue_wait_p50_s=_quantile(waits, 0.5),
+        queue_wait_p99_s=_quantile(waits, 0.99),
+        wait_growth_s=growth,
+        growth_limit_s=limit,
+    )
+
+
+def _growth(arrival_s: np.ndarray, wait_s: np.ndarray, window_s: float) -> tuple[float, float]:
+    """(growth of the wait over the window, the growth limit): NaN growth with too few requests."""
+    keep = np.isfinite(arrival_s) & np.isfinite(wait_s)
+    if keep.sum() < 3 or window_s <= 0:
+        return math.nan, WAIT_GROWTH_FLOOR_S
+    slope = theilslopes(wait_s[keep], arrival_s[keep])[0]
+    return float(slope * window_s), max(WAIT_GROWTH_FLOOR_S, 0.5 * float(np.median(wait_s[keep])))
+
+
+def _rate(times: pd.Series) -> float:
+    """Events per second between the first and the last of `times` (NaN for fewer than two)."""
+    finite = times.dropna()
+    span = float(finite.max() - finite.min()) if len(finite) > 1 else 0.0
+    return (len(finite) - 1) / span if span > 0 else math.nan
+
+
+def _median_interval(values: pd.Series) -> Estimate:
+    finite = values.dropna()
+    if finite.empty:
+        return Estimate(math.nan, math.nan, math.nan, 0, "no values")
+    return median_ci(finite.to_numpy(dtype=float), resamples=1999)
+
+
+def _quantile(values: pd.Series, q: float) -> float:
+    finite = values.dropna()
+    return float(np.quantile(finite, q)) if len(finite) else math.nan

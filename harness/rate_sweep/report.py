@@ -1,0 +1,207 @@
+"""The rate sweep's report: report.md, a self-contained report.html and summary.json, headline first."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from harness.rate_sweep.curve import KNEE_FACTOR
+from harness.rate_sweep.plots import latency_cdf_plot, latency_curves_plot
+from harness.rate_sweep.point import RatePoint
+from harness.rate_sweep.result import RateSweepResult, SystemResult, queue_wait_ratio
+from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
+from harness.report.format import num, pct, times
+from harness.report.render import write_blocks
+
+SUMMARY_FILE = "summary.json"
+# The short runs a test makes are marked: below this many measured seconds a figure is noise here.
+TRUSTED_MEASURE_S = 20.0
+
+
+def write_rate_report(result: RateSweepResult, out: Path, stage: str | None = None) -> tuple[Path, Path, Path]:
+    """Write the report into `out`; `stage` (e.g. "PRELIMINARY: ...") heads it when the sweep is unfinished.
+
+    Returns (report.md, report.html, summary.json).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    markdown, page, _ = write_blocks(_blocks(result, stage), out, f"Rate sweep: {result.settings.workload}", "report")
+    summary = out / SUMMARY_FILE
+    summary.write_text(json.dumps(_summary(result, stage), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return markdown, page, summary
+
+
+def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
+    settings = result.settings
+    blocks: list[Block] = [Heading(f"Rate sweep: {settings.workload}", 1)]
+    if stage:
+        blocks.append(Paragraph(f"**{stage}**"))
+    blocks.append(Paragraph(_headline(result)))
+    blocks.append(Table(
+        ("system", "saturation (req/s)", "knee (req/s)", "held under SLO (req/s)", "runs"),
+        tuple((s.system, num(s.saturation_rps), _knee(s), _held(s), str(len(s.points))) for s in result.systems),
+        table_id="rate-headline",
+    ))
+    knees = {s.system: s.knee_rps for s in result.systems}
+    blocks.append(Image("latency-vs-rate", latency_curves_plot({s.system: s.points for s in result.systems}, knees),
+                        "Latency against offered rate per system"))
+    blocks.append(Heading("Predicted against measured"))
+    blocks.append(Paragraph(_prediction_text(result)))
+    blocks.append(Table(
+        ("system", "offered (req/s)", "p50 E2E measured (s)", "predicted (s)", "measured vs predicted", "below knee"),
+        tuple((s.system, num(p.offered_rate), num(p.e2e_p50_s), num(p.predicted_e2e_p50_s), pct(p.prediction_error,
+               signed=True), "yes" if _below_knee(s, p) else "no") for s in result.systems for p in s.points),
+        table_id="rate-predictions",
+    ))
+    blocks.append(Heading("Waits at the door"))
+    blocks.append(Paragraph(_queue_text(result)))
+    if result.cdf_rate is not None and result.cdf_e2e:
+        blocks.append(Heading("Latency distribution below the knees"))
+        blocks.append(Image("latency-cdf", latency_cdf_plot(result.cdf_e2e, result.cdf_rate),
+                            f"E2E latency CDF at {result.cdf_rate:g} requests/s"))
+    blocks.append(Heading("Every run"))
+    blocks.append(Table(
+        ("system", "offered (req/s)", "planned (req/s)", "sent (req/s)", "late p99 (ms)", "requests", "failed",
+         "p50 TTFT (s)", "p99 TTFT (s)", "p50 E2E (s) [95%]", "p99 E2E (s)", "p50 E2E/token (ms)", "p50 queue (s)",
+         "queue growth (s)", "kept up"),
+        tuple(_point_row(s.system, point) for s in result.systems for point in s.points),
+        table_id="rate-points",
+    ))
+    blocks.append(Heading("How it was measured"))
+    blocks.append(Bullets(_method(result)))
+    return blocks
+
+
+def _headline(result: RateSweepResult) -> str:
+    slo = result.settings.slo.describe()
+    parts = [f"Highest offered rate held under the SLO ({slo}), interpolated between grid rates:"]
+    parts.append(", ".join(f"{s.system} {_held(s)} req/s" for s in result.systems) + ".")
+    for other in ("static", "naive"):
+        ratio = result.held_ratio("continuous", other)
+        if math.isfinite(ratio):
+            parts.append(f"**continuous holds {times(ratio)} the rate {other} holds.**")
+    knee = result.knee_ratio("continuous", "static")
+    if math.isfinite(knee):
+        parts.append(f"Knees (median E2E per output token at {KNEE_FACTOR:g}x its lowest-rate value, or the queue"
+                     " growing):"
+                     f" continuous/static {times(knee)}.")
+    return " ".join(parts)
+
+
+def _below_knee(system: SystemResult, point: RatePoint) -> bool:
+    return system.knee_rps is None or point.offered_rate < system.knee_rps
+
+
+def worst_prediction_error(result: RateSweepResult) -> float:
+    """The largest |measured / predicted - 1| of p50 E2E over the runs below their system's knee (NaN: none)."""
+    errors = [abs(p.prediction_error) for s in result.systems for p in s.points
+              if _below_knee(s, p) and math.isfinite(p.prediction_error)]
+    return max(errors) if errors else math.nan
+
+
+def _prediction_text(result: RateSweepResult) -> str:
+    text = ("Each run's p50 E2E as the schedule simulator predicts it: the run's own plan and arrival times, replayed"
+            " under a step cost fitted on the engine steps of the same server's other runs (its burst and its other"
+            " rates), with static's max batch delay. The client's own overhead is not in the prediction.")
+    worst = worst_prediction_error(result)
+    if math.isfinite(worst):
+        text += f" Below the knees, the worst measured-vs-predicted difference is {pct(worst)}."
+    return text
+
+
+def _queue_text(result: RateSweepResult) -> str:
+    static, continuous = result.system("static"), result.system("continuous")
+    text = ("Queue wait (the last panel above): from a request's send to the start of the engine step that first"
+            " admitted it, read from the engine's step log. Under static batching a request that arrives while a"
+            " batch runs waits for the whole batch to finish.")
+    if static is None or continuous is None:
+        return text
+    ratios = queue_wait_ratio(static, continuous)
+    if not ratios:
+        return text + " Static's queue kept up at every rate of this grid."
+    shown = ", ".join(f"{times(ratio)} at {rate:g} req/s" for rate, ratio in ratios.items())
+    return text + f" Where static's queue grew, its median queue wait over continuous's: {shown}."
+
+
+def _method(result: RateSweepResult) -> tuple[str, ...]:
+    settings = result.settings
+    wait = ("no static server was launched" if settings.static_batch_wait_s is None
+            else f"a batch forms when B requests wait or {settings.static_batch_wait_s:g} s after the oldest arrived")
+    items = [
+        f"Each system first serves a burst; its saturation rate is the requests finished by the 90th percentile"
+        f" finish over the time to it. The grid is set from continuous's. B = {settings.batch_size}.",
+        f"Each rate: Poisson arrivals, {settings.warmup_s:g} s of warm-up (left out) then {settings.measure_s:g} s"
+        " measured; every system runs each rate, rates ascending, systems interleaved. Planned: the rate the"
+        " Poisson draw holds in the measured window; sent: the rate the client sent it at (below planned, and a"
+        " late p99 of more than a few ms, when the client fell behind).",
+        "A run did not keep up when its queue wait (else TTFT) grew over the measured window (Theil-Sen slope times"
+        " the window) by more than 0.5 s, or half its median wait when larger. Its latencies reflect the run's"
+        " length, not the rate. The knee and the rate held are interpolated where the worst of their ratios to"
+        " their limits (the queue's growth among them) crosses 1.",
+        f"Static's admission (max batch delay): {wait}.",
+        f"Knee: the rate where the median normalized latency (E2E per output token) reaches {KNEE_FACTOR:g}x its"
+        " value at the lowest rate, or the queue stops keeping up, whichever comes first.",
+    ]
+    if math.isfinite(settings.decode_step_ms):
+        items.append(f"The continuous engine's median decode step at a full batch of {settings.batch_size}:"
+                     f" {settings.decode_step_ms:.1f} ms.")
+    if settings.measure_s < TRUSTED_MEASURE_S:
+        items.append(f"Runs measured {settings.measure_s:g} s of arrivals, under {TRUSTED_MEASURE_S:g} s: a check that"
+                     " the sweep works, not a measurement.")
+    return tuple(items)
+
+
+def _point_row(system: str, point: RatePoint) -> tuple[str, ...]:
+    interval = f"{num(point.e2e_p50_s)} [{num(point.e2e_p50_low_s)}, {num(point.e2e_p50_high_s)}]"
+    return (system, num(point.offered_rate), num(point.planned_rate), num(point.sent_rate),
+            num(point.late_p99_s * 1e3), str(point.measured),
+            str(point.failed), num(point.ttft_p50_s), num(point.ttft_p99_s), interval, num(point.e2e_p99_s),
+            num(point.normalized_p50_s * 1e3),
+            num(point.queue_wait_p50_s), num(point.wait_growth_s), "yes" if point.keeps_up else "**no**")
+
+
+def _knee(result: SystemResult) -> str:
+    return "beyond the grid" if result.knee_rps is None else num(result.knee_rps)
+
+
+def _held(result: SystemResult) -> str:
+    if result.held.bound == "below the grid":
+        return "below the grid"
+    prefix = ">= " if result.held.bound == "at least" else ""
+    return prefix + num(result.held.rate)
+
+
+def _summary(result: RateSweepResult, stage: str | None) -> dict[str, Any]:
+    settings = result.settings
+    return _finite({
+        "kind": "rate-sweep",
+        "stage": stage,
+        "workload": settings.workload,
+        "batch_size": settings.batch_size,
+        "slo": asdict(settings.slo),
+        "warmup_s": settings.warmup_s,
+        "measure_s": settings.measure_s,
+        "static_batch_wait_s": settings.static_batch_wait_s,
+        "decode_step_ms": settings.decode_step_ms,
+        "held_ratio": {f"continuous/{other}": result.held_ratio("continuous", other) for other in ("static", "naive")},
+        "knee_ratio": {"continuous/static": result.knee_ratio("continuous", "static")},
+        "worst_prediction_error_below_knee": worst_prediction_error(result),
+        "systems": {s.system: {"saturation_rps": s.saturation_rps, "knee_rps": s.knee_rps,
+                               "held_rps": s.held.rate, "held_bound": s.held.bound,
+                               "points": [{**asdict(point), "keeps_up": point.keeps_up,
+                                           "prediction_error": point.prediction_error} for point in s.points]}
+                    for s in result.systems},
+    })
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: undefined figures are written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

@@ -1,0 +1,87 @@
+"""A rate sweep's findings: per system its saturation, points, knee and rate held under the SLO (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.rate_sweep.curve import HeldRate, Slo, held_rate, knee_rate
+from harness.rate_sweep.point import RatePoint
+
+
+@dataclass(frozen=True)
+class SystemResult:
+    """One system's curve and what is read off it."""
+
+    system: str
+    saturation_rps: float  # from its burst (harness.rate_sweep.grid.saturation_rate)
+    points: tuple[RatePoint, ...]
+    knee_rps: float | None
+    held: HeldRate
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """How the sweep ran: stated in the report and summary.json."""
+
+    workload: str
+    batch_size: int
+    slo: Slo
+    warmup_s: float
+    measure_s: float
+    static_batch_wait_s: float | None  # the static server's max batch delay; None without a launched static server
+    decode_step_ms: float  # the continuous engine's median decode step at a full batch; NaN unknown
+
+
+@dataclass(frozen=True)
+class RateSweepResult:
+    """Everything the rate sweep's report shows."""
+
+    settings: SweepSettings
+    systems: tuple[SystemResult, ...]
+    cdf_rate: float | None = None  # the rate the CDFs were drawn at
+    cdf_e2e: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def system(self, name: str) -> SystemResult | None:
+        return next((result for result in self.systems if result.system == name), None)
+
+    def held_ratio(self, numerator: str, denominator: str) -> float:
+        """Rate held under the SLO by `numerator` over `denominator`'s (NaN when either is unknown)."""
+        top, bottom = self.system(numerator), self.system(denominator)
+        if top is None or bottom is None or not bottom.held.rate > 0:
+            return math.nan
+        return top.held.rate / bottom.held.rate
+
+    def knee_ratio(self, numerator: str, denominator: str) -> float:
+        """Knee of `numerator` over `denominator`'s (NaN when either is beyond the grid)."""
+        top, bottom = self.system(numerator), self.system(denominator)
+        if top is None or bottom is None or top.knee_rps is None or not bottom.knee_rps:
+            return math.nan
+        return top.knee_rps / bottom.knee_rps
+
+
+def system_result(system: str, saturation_rps: float, points: Sequence[RatePoint], slo: Slo) -> SystemResult:
+    """Read the knee and the rate held under `slo` off one system's points."""
+    return SystemResult(system, saturation_rps, tuple(sorted(points, key=lambda p: p.offered_rate)),
+                        knee_rate(points), held_rate(points, slo))
+
+
+def cdf_rate(results: Sequence[SystemResult]) -> float | None:
+    """The rate to draw the CDFs at: the highest grid rate below every system's knee (else the lowest rate)."""
+    rates = sorted({point.offered_rate for result in results for point in result.points})
+    if not rates:
+        return None
+    knees = [result.knee_rps for result in results if result.knee_rps is not None]
+    below = [rate for rate in rates if not knees or rate < min(knees)]
+    return below[-1] if below else rates[0]
+
+
+def queue_wait_ratio(static: SystemResult, continuous: SystemResult) -> dict[float, float]:
+    """Static's median queue wait over continuous's, at each rate where static's queue grew."""
+    theirs = {point.offered_rate: point.queue_wait_p50_s for point in continuous.points}
+    return {point.offered_rate: point.queue_wait_p50_s / theirs[point.offered_rate]
+            for point in static.points
+            if not point.keeps_up and theirs.get(point.offered_rate, 0) > 0}

@@ -1,0 +1,68 @@
+"""`batchbench sweep-rates` end to end on real vLLM servers it launches, continuous and static.
+
+One short sweep (runs of a few seconds: a check of the command, not a measurement):
+every request of every run is measured and served, the engine's queue waits separate
+static from continuous once static is overloaded, every Poisson run is predicted from
+the server's other runs, and `--analyze` rewrites the report under another SLO.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+WORKLOAD = """\
+name: rates-check
+seed: 5
+duration_s: 10
+prompt_tokens: {kind: uniform, mean: 64, spread: 0.5}
+output_tokens: {kind: exponential, mean: 48, cap: 256}
+arrival: {kind: poisson, rate: 2}
+"""
+
+
+def batchbench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.server
+def test_a_short_sweep_measures_queues_predicts_and_reanalyzes(tmp_path):
+    workload = tmp_path / "rates.yaml"
+    workload.write_text(WORKLOAD)
+    out = tmp_path / "sweep"
+    result = batchbench("sweep-rates", "--workload", str(workload), "--model", "tiny", "--max-num-seqs", "8",
+                        "--fractions", "0.4,0.75", "--warmup-s", "1", "--measure-s", "6",
+                        "--saturation-requests", "40", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == str(out / "report.html")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stage"] is None and summary["static_batch_wait_s"] == 1.0
+    systems = summary["systems"]
+    assert set(systems) == {"continuous", "static"}
+    for system in systems.values():
+        assert system["saturation_rps"] > 0 and len(system["points"]) == 2
+        for point in system["points"]:
+            assert point["measured"] > 0 and point["failed"] == 0
+            assert point["queue_wait_p50_s"] is not None and point["predicted_e2e_p50_s"] > 0
+    low, high = systems["static"]["points"]
+    continuous_high = systems["continuous"]["points"][1]
+    # 0.75x continuous's saturation is past static's (0.5-0.6x here): its queue grows, and it waits far longer.
+    assert not high["keeps_up"]
+    assert high["queue_wait_p50_s"] > 5 * continuous_high["queue_wait_p50_s"]
+    assert low["offered_rate"] < high["offered_rate"]
+    report = (out / "report.md").read_text()
+    assert report.index("held under the SLO") < report.index("## Predicted against measured") < report.index(
+        "## Every run")
+    assert "a check that the sweep works, not a measurement" in report
+
+    # A stricter SLO: nothing is re-run, and no system holds any rate.
+    runs_before = {path: path.stat().st_mtime_ns for path in (out / "runs").rglob("*")}
+    again = batchbench("sweep-rates", "--analyze", str(out), "--slo-ttft-p50-s", "0.001", "--slo-e2e-p99-s", "0.001")
+    assert again.returncode == 0, again.stderr[-3000:]
+    strict = json.loads((out / "summary.json").read_text())
+    assert strict["slo"] == {"ttft_p50_s": 0.001, "e2e_p99_s": 0.001}
+    assert all(system["held_bound"] == "below the grid" for system in strict["systems"].values())
+    assert {path: path.stat().st_mtime_ns for path in (out / "runs").rglob("*")} == runs_before

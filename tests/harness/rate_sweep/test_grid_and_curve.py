@@ -1,0 +1,173 @@
+"""The rate sweep's pure parts: its grid, its points and what is read off a curve."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.rate_sweep.curve import Slo, held_rate, knee_rate
+from harness.rate_sweep.grid import (
+    RUN_OVERHEAD_S,
+    burst_spec,
+    expected_run_s,
+    measure_for_budget,
+    rate_grid,
+    rate_spec,
+    saturation_rate,
+)
+from harness.rate_sweep.point import RatePoint, measure_point, queue_waits
+from harness.rate_sweep.report import write_rate_report
+from harness.rate_sweep.result import RateSweepResult, SweepSettings, cdf_rate, queue_wait_ratio, system_result
+from harness.workload import build_plan, load_spec
+
+
+def _point(rate: float, e2e: float, ttft: float = 0.1, e2e_p99: float | None = None, keeps_up: bool = True,
+           queue: float = 0.0, system: str = "continuous") -> RatePoint:
+    return RatePoint(system, rate, rate, rate, 0.0, 100, 0, ttft, ttft * 2, e2e, e2e * 0.9, e2e * 1.1,
+                     e2e_p99 if e2e_p99 is not None else 2 * e2e, e2e / 100, queue, queue * 3,
+                     wait_growth_s=0.0 if keeps_up else 1.0, growth_limit_s=0.5)
+
+
+def test_saturation_rate_counts_to_the_90th_percentile_finish():
+    # 10 requests sent at t=100, finishing 1 s apart: the 9th finish at t=109 gives 9 / 9 s.
+    records = pd.DataFrame({"ok": [True] * 10, "sent_s": [100.0] * 10, "end_s": 100.0 + np.arange(1, 11)})
+    assert saturation_rate(records) == pytest.approx(1.0)
+    assert math.isnan(saturation_rate(records.assign(ok=False)))
+
+
+def test_rate_grid_is_fractions_of_saturation_ascending_and_distinct():
+    assert rate_grid(8.0, (1.0, 0.5, 0.5, 1.1)) == [4.0, 8.0, 8.8]
+    with pytest.raises(ValueError, match="saturation"):
+        rate_grid(math.nan)
+
+
+def test_rate_spec_and_burst_spec_replace_only_the_arrivals_and_the_count():
+    spec = load_spec("cpu-anyscale-latency")
+    at = rate_spec(spec, 3.5, warmup_s=2, measure_s=10)
+    assert (at.name, at.arrival.kind, at.duration_s, at.num_requests) == (
+        "cpu-anyscale-latency-at-3.50rps", "poisson", 12, None)
+    assert at.arrival.rate == 3.5 and at.output_tokens == spec.output_tokens
+    plan = build_plan(at)
+    assert max(request.arrival_s for request in plan.requests) < 12
+    burst = burst_spec(spec, 40)
+    assert (burst.arrival.kind, burst.num_requests, len(build_plan(burst).requests)) == ("burst", 40, 40)
+
+
+def _records(arrivals: np.ndarray, waits: np.ndarray, service_s: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run's records and steps: request i sent at 1000 + arrivals[i], admitted waits[i] later."""
+    sent = 1000.0 + arrivals
+    n = len(arrivals)
+    records = pd.DataFrame({
+        "request_id": np.arange(n), "scheduled_s": sent, "sent_s": sent, "lateness_s": np.zeros(n),
+        "first_token_s": sent + waits + 0.05, "end_s": sent + waits + service_s, "ok": True,
+        "completion_tokens": 10, "planned_output_tokens": 10, "requested_output_tokens": 10, "prompt_tokens": 5,
+        "planned_prompt_tokens": 5,
+    })
+    steps = pd.DataFrame({"t_s": sent + waits, "end_s": sent + waits + 0.05,
+                          "admitted": [[i] for i in range(n)], "finished": [[] for _ in range(n)]})
+    return records, steps
+
+
+def test_queue_wait_is_admission_step_start_minus_send():
+    records, steps = _records(np.array([0.0, 1.0, 2.0]), np.array([0.1, 0.5, 2.0]))
+    assert queue_waits(records, steps).to_dict() == pytest.approx({0: 0.1, 1: 0.5, 2: 2.0})
+
+
+def test_a_queue_that_grows_for_the_whole_run_did_not_keep_up():
+    arrivals = np.linspace(0, 24, 200)
+    tokens = pd.DataFrame({"request_id": pd.Series(dtype=np.int64), "token_index": pd.Series(dtype=np.int64),
+                           "t_s": pd.Series(dtype=float)})
+    stable_waits = np.random.default_rng(0).exponential(0.2, 200)
+    records, steps = _records(arrivals, stable_waits)
+    stable = measure_point("continuous", 8.0, records, tokens, steps, warmup_s=4)
+    assert stable.keeps_up and stable.measured == sum(arrivals >= 4)
+    records, steps = _records(arrivals, stable_waits + 0.3 * arrivals)  # 6 s more wait by the end
+    growing = measure_point("static", 8.0, records, tokens, steps, warmup_s=4)
+    assert not growing.keeps_up and growing.wait_growth_s == pytest.approx(6.0, rel=0.15)
+    assert growing.queue_wait_p50_s > 5 * stable.queue_wait_p50_s
+
+
+def test_knee_is_where_median_e2e_per_token_doubles_interpolated():
+    points = [_point(1, 1.0), _point(2, 1.2), _point(3, 1.6), _point(4, 2.4)]
+    assert knee_rate(points) == pytest.approx(3.5)
+    assert knee_rate(points[:3]) is None
+    # A queue that grew (to twice its limit) is past the knee, whatever the median says.
+    assert knee_rate([_point(1, 1.0), _point(2, 1.2, keeps_up=False)]) == pytest.approx(4 / 3)
+    assert knee_rate([_point(1, 1.0, keeps_up=False), _point(2, 1.2)]) == 1
+
+
+def test_held_rate_interpolates_the_worst_target_and_stops_at_the_first_failure():
+    slo = Slo(ttft_p50_s=1.0, e2e_p99_s=10.0)
+    points = [_point(1, 1.0, e2e_p99=4), _point(2, 1.0, e2e_p99=8), _point(3, 1.0, e2e_p99=12),
+              _point(4, 1.0, e2e_p99=6)]
+    held = held_rate(points, slo)
+    assert (held.rate, held.bound) == (pytest.approx(2.5), "interpolated")
+    assert held_rate(points[:2], slo).bound == "at least"
+    low = held_rate([_point(1, 1.0, ttft=2.0)], slo)
+    assert math.isnan(low.rate) and low.bound == "below the grid"
+
+
+def test_result_ratios_cdf_rate_and_queue_wait_ratio():
+    slo = Slo(1.0, 10.0)
+    continuous = system_result("continuous", 8.0, [_point(r, 1.0 + r / 8, e2e_p99=r + 1, queue=0.1)
+                                                   for r in (2, 4, 6, 8)], slo)
+    static = system_result("static", 5.0, [_point(r, 1.0 + r / 2, e2e_p99=2 * r, system="static",
+                                                  queue=1.0, keeps_up=r < 6) for r in (2, 4, 6, 8)], slo)
+    settings = SweepSettings("w", 16, slo, 4, 20, 1.0, math.nan)
+    result = RateSweepResult(settings, (continuous, static))
+    # Static's p99 E2E target ratio 0.8 at 4, its queue's growth ratio 2 at 6: held to 4 + 0.2 / 1.2 x 2.
+    assert static.held.rate == pytest.approx(13 / 3) and continuous.held.bound == "at least"
+    assert result.held_ratio("continuous", "static") == pytest.approx(8 / (13 / 3))
+    assert static.knee_rps == pytest.approx(4.4)  # median E2E 3 s of a 4 s limit at 4, growth ratio 2 at 6
+    assert cdf_rate([continuous, static]) == 4  # the highest rate below every knee
+    assert queue_wait_ratio(static, continuous) == {6: pytest.approx(10), 8: pytest.approx(10)}
+
+
+def test_report_of_a_sweep_in_progress_has_every_file_and_no_nan(tmp_path):
+    slo = Slo(1.0, 10.0)
+    continuous = system_result("continuous", 8.0, [_point(2, 1.0), _point(4, 1.5, keeps_up=False)], slo)
+    static = system_result("static", 5.0, [], slo)  # its first run is still under way
+    result = RateSweepResult(SweepSettings("w", 16, slo, 4, 5, 1.0, 12.5), (continuous, static), 2,
+                             {"continuous": np.array([0.5, 1.0, 2.0])})
+    markdown, page, summary = write_rate_report(result, tmp_path, "PRELIMINARY: 2 of 6 runs")
+    text = markdown.read_text()
+    assert "PRELIMINARY" in text and "a check that the sweep works, not a measurement" in text
+    assert text.index("held under the SLO") < text.index("Every run")
+    data = json.loads(summary.read_text())
+    assert data["systems"]["static"]["points"] == [] and data["held_ratio"]["continuous/static"] is None
+    assert data["systems"]["continuous"]["knee_rps"] == pytest.approx(8 / 3) and page.stat().st_size > 10_000
+    assert sorted(p.name for p in (tmp_path / "images").iterdir()) == ["latency-cdf.png", "latency-vs-rate.png"]
+
+
+def test_a_run_past_its_saturation_is_priced_with_its_backlog_and_a_budget_solves_for_its_length():
+    assert expected_run_s(5.0, 10.0, 24.0) == pytest.approx(24.0 + RUN_OVERHEAD_S)
+    assert expected_run_s(15.0, 10.0, 24.0) == pytest.approx(36.0 + RUN_OVERHEAD_S)  # half again to drain
+    runs = [(5.0, 10.0), (15.0, 10.0), (3.0, 2.0)]
+    measure_s = measure_for_budget(300.0, runs, warmup_s=4.0)
+    assert sum(expected_run_s(rate, saturation, 4.0 + measure_s) for rate, saturation in runs) == pytest.approx(300.0)
+    assert measure_for_budget(10.0, runs, warmup_s=4.0) < 0  # not even the warm-ups fit
+
+
+RATE_FOLD_PROBE = ("{innerHeight: window.innerHeight,"
+                   " headline: document.getElementById('rate-headline').getBoundingClientRect().bottom,"
+                   " images: document.images.length,"
+                   " loaded: [...document.images].filter(i => i.complete && i.naturalWidth > 0).length}")
+
+
+@pytest.mark.browser
+def test_the_rate_report_opens_with_its_headline_above_the_fold_and_every_plot_loaded(tmp_path, probe_in_chromium):
+    slo = Slo(2.0, 10.0)
+    curves = {name: [_point(r, (1 + r / 10) * scale, e2e_p99=r * scale, queue=0.01 * scale, system=name,
+                            keeps_up=r < limit) for r in (3, 6, 9, 12)]
+              for name, scale, limit in (("continuous", 0.3, 13), ("static", 1.2, 8))}
+    systems = tuple(system_result(name, 10.0, points, slo) for name, points in curves.items())
+    result = RateSweepResult(SweepSettings("cpu-anyscale-latency", 16, slo, 4, 20, 1.0, 8.4), systems, 3,
+                             {"continuous": np.array([0.2, 0.3, 0.9]), "static": np.array([1.0, 1.5, 3.0])})
+    _, page, _ = write_rate_report(result, tmp_path)
+    seen = probe_in_chromium(page, RATE_FOLD_PROBE)
+    assert seen["images"] == 2 and seen["loaded"] == 2, seen
+    assert seen["headline"] < seen["innerHeight"], seen
