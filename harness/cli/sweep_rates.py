@@ -42,7 +42,7 @@ REPORT_S = 5.0
 
 
 def add_parser(subparsers) -> None:
-    from harness.rate_sweep.grid import DEFAULT_FRACTIONS, MEASURE_S, WARMUP_S
+    from harness.rate_sweep.defaults import DEFAULT_FRACTIONS, MEASURE_S, WARMUP_S
 
     parser = subparsers.add_parser("sweep-rates", help="latency against offered rate (Poisson arrivals) per system:"
                                    " knees, the rate each holds under an SLO, queue waits")

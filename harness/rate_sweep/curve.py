@@ -9,7 +9,7 @@ over its limit (RatePoint.growth_ratio) is one of the ratios.
 - The knee: where the median normalized latency (E2E per output token) reaches
   KNEE_FACTOR times its value at the lowest rate, or the queue stops keeping up, whichever
   comes first. Normalized, because each rate's plan draws its own output lengths, and the
-  median E2E of one run moves with them (by ~20% between two runs here). Below it, more load costs a
+  median E2E of one run moves with them (docs/validation/rate-sweep.md). Below it, more load costs a
   request little; above it, the queue sets the latency. None when the grid never crosses.
 - The rate held under an SLO: where the worst of p50 TTFT / its target, p99 E2E / its
   target and the queue's growth ratio crosses 1.
