@@ -212,8 +212,8 @@ def _measure_for_budget(budget_min: float, spent_s: float, runs: list[tuple[floa
         needed_s = spent_s + REPORT_S + sum(expected_run_s(rate, saturation, warmup_s + TRUSTED_MEASURE_S)
                                             for rate, saturation in runs)
         needed = needed_s / 60
-        raise UsageError(f"--budget-min {budget_min:g}: leaves {measure_s:.0f} s of measured arrivals per run on this"
-                         f" machine, under {TRUSTED_MEASURE_S:g} s; give at least {needed:.1f} minutes")
+        raise UsageError(f"--budget-min {budget_min:g}: leaves {max(measure_s, 0.0):.0f} s of measured arrivals per run"
+                         f" on this machine, under {TRUSTED_MEASURE_S:g} s; give at least {needed:.1f} minutes")
     logger.info(f"--budget-min {budget_min:g}: {measure_s:.0f} s of measured arrivals per run")
     return measure_s
 
