@@ -18,11 +18,13 @@ LATENCY_PANELS = (
 )
 
 
-def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mapping[str, float | None]) -> bytes:
+def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mapping[str, float | None],
+                        targets: Mapping[str, float]) -> bytes:
     """p50/p99 E2E and TTFT against offered rate, one line per system; hollow markers where the queue grew.
 
     The p50 E2E panel carries each run's 95% interval and the prediction (dashed); the panel the knee is read
-    from, E2E per output token, a dotted line at each knee.
+    from, E2E per output token, a dotted line at each knee. `targets` maps a panel's attribute to its SLO
+    target, drawn as a grey dashed line.
     """
     fig = Figure(figsize=(10, 10))
     axes = fig.subplots(3, 2, sharex=True).ravel()
@@ -46,6 +48,9 @@ def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mappin
             knee = knees.get(system)
             if attribute == "normalized_p50_s" and knee is not None:
                 ax.axvline(knee, color=color, linestyle=":", alpha=0.8)
+        if attribute in targets:
+            ax.axhline(targets[attribute], color="grey", linestyle="--", linewidth=1, label="SLO target")
+            ax.legend(fontsize="small")
         ax.set_yscale("log")
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)

@@ -45,7 +45,9 @@ def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
         table_id="rate-headline",
     ))
     knees = {s.system: s.knee_rps for s in result.systems}
-    blocks.append(Image("latency-vs-rate", latency_curves_plot({s.system: s.points for s in result.systems}, knees),
+    targets = {"ttft_p50_s": settings.slo.ttft_p50_s, "e2e_p99_s": settings.slo.e2e_p99_s}
+    blocks.append(Image("latency-vs-rate",
+                        latency_curves_plot({s.system: s.points for s in result.systems}, knees, targets),
                         "Latency against offered rate per system"))
     blocks.append(Heading("Predicted against measured"))
     blocks.append(Paragraph(_prediction_text(result)))
