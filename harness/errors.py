@@ -7,6 +7,9 @@ server under test misbehaved (failed to start, died): the CLI prints it and exit
 
 from __future__ import annotations
 
+# Ctrl-C or SIGTERM: the shell's code for SIGINT, the exit code of every interrupted command.
+EXIT_INTERRUPTED = 130
+
 
 class BatchBenchError(Exception):
     """Base class of every error the harness raises on purpose."""

@@ -77,7 +77,7 @@ def server_step_costs(runs: Sequence[RunData]) -> list[ServerStepCost]:
     A server whose steps cannot be fitted (step_cost_fit.StepCostFitError) has none.
     """
     costs = []
-    for members in _by_server(runs).values():
+    for members in runs_by_server(runs).values():
         with contextlib.suppress(StepCostFitError):
             costs.append(fit_server_step_cost(members))
     return costs
@@ -86,7 +86,7 @@ def server_step_costs(runs: Sequence[RunData]) -> list[ServerStepCost]:
 def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
     """Predictions by run_id for every run with engine steps and a replayable plan."""
     predictions: dict[str, FittedPrediction] = {}
-    for members in _by_server(runs).values():
+    for members in runs_by_server(runs).values():
         cells: dict[tuple[str, Level], list[RunData]] = {}
         for run in members:
             cells.setdefault(_cell(run), []).append(run)
@@ -111,7 +111,8 @@ def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
     return predictions
 
 
-def _by_server(runs: Sequence[RunData]) -> dict[str, list[RunData]]:
+def runs_by_server(runs: Sequence[RunData]) -> dict[str, list[RunData]]:
+    """The runs with engine steps and a plan (the ones a step cost can be fitted on and replayed), by server."""
     groups: dict[str, list[RunData]] = {}
     for run in runs:
         if run.steps is not None and not run.steps.empty and run.plan is not None:

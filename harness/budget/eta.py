@@ -10,6 +10,7 @@ takes the scale of every finished run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -68,3 +69,33 @@ def _scales(runs: Sequence[PlannedRun], measured_s: Sequence[float]) -> dict[str
 def _scale(runs: Sequence[PlannedRun], measured_s: Sequence[float]) -> float:
     estimated = sum(run.seconds for run in runs)
     return sum(measured_s) / estimated if estimated > 0 else 1.0
+
+
+class JobClock:
+    """Where a job stands for its progress lines: run k of N, and the ETA from the runs so far.
+
+    `job` None: no estimate (yet): the note says only run k of `total_runs`. `replan` gives
+    the clock a job later; its runs include those already made, in order.
+    """
+
+    def __init__(self, job: JobPlan | None, total_runs: int) -> None:
+        self.job, self.total_runs = job, total_runs
+        self.finished_s: list[float] = []
+        self.since = time.monotonic()
+
+    def replan(self, job: JobPlan) -> None:
+        """Estimate the rest from `job`, whose first runs are those finished so far."""
+        self.job, self.total_runs = job, len(job.runs)
+
+    def run_done(self) -> None:
+        """A run ended: its seconds count from the end of the previous one (a report written between them included)."""
+        now = time.monotonic()
+        self.finished_s.append(now - self.since)
+        self.since = now
+
+    def note(self) -> str:
+        """The progress note: run k of N, and with a job the minutes left and when it should end."""
+        run = min(len(self.finished_s) + 1, self.total_runs)
+        if self.job is None:
+            return f"run {run} of {self.total_runs}"
+        return progress_note(self.job, self.finished_s, time.monotonic() - self.since, datetime.now())

@@ -33,7 +33,7 @@ from harness.cli import (  # noqa: E402
 from harness.cli.options import check_options  # noqa: E402
 from harness.cli.progress import show_progress  # noqa: E402
 from harness.driver.interrupts import interrupt_main_on_signals  # noqa: E402
-from harness.errors import BatchBenchError, UsageError  # noqa: E402
+from harness.errors import EXIT_INTERRUPTED, BatchBenchError, UsageError  # noqa: E402
 
 COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, sweep_rates, gate, nightly, predict, calibration,
             gpu_check)
@@ -69,4 +69,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("batchbench: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

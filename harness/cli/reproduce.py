@@ -29,7 +29,7 @@ from harness.cli.history_options import add_history_arguments
 from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments
 from harness.cli.targets import add_endpoint_arguments, sweep_targets
-from harness.errors import UsageError
+from harness.errors import EXIT_INTERRUPTED, UsageError
 from harness.systems import HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
 
 if TYPE_CHECKING:
@@ -52,8 +52,6 @@ DEFAULT_REPETITIONS = 3
 # --quick: one repetition of this many requests per workload, two batches of 16 (seconds per cell, not 20+).
 QUICK_REQUESTS = 32
 EXIT_UNSTABLE = 3
-# Ctrl-C: the shell's code for SIGINT; the report of the finished runs is written first.
-EXIT_INTERRUPTED = 130
 # Analysing and rendering a report takes 4-10 s here (one repetition to all 36 runs): one per repetition.
 REPORT_S = 8.0
 CAVEATS = (
@@ -141,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--repetitions must be at least 1, got {args.repetitions}")
     _check_sizing_options(args)
 
+    from harness.budget import JobClock
     from harness.driver.distributed.shard import cluster_spec
     from harness.driver.runner import require_new_dir
     from harness.history import HistoryStore
@@ -178,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         specs, job = _plan(args, specs, targets, repetitions, out / "probe")
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in specs for system in systems if SERVER_MODE[system] in targets]
-        clock = _JobClock(job, len(cells) * repetitions)
+        clock = JobClock(job, len(cells) * repetitions)
         try:
             # Per workload the three systems back to back, so each repetition's ratios compare
             # runs minutes apart at most.
@@ -283,26 +282,3 @@ def _plan(args: argparse.Namespace, specs: list[WorkloadSpec], targets: dict[Mod
     job = plan_job(specs, every, repetitions, probe.machine, after_s=after_s, stand_ins=stand_ins)
     logger.info(f"probe took {probe.seconds:.0f} s; {plan_line(job, datetime.now())}")
     return specs, job
-
-
-class _JobClock:
-    """Where the job stands for the progress lines: run k of N, and the ETA from the runs so far."""
-
-    def __init__(self, job: JobPlan | None, total_runs: int) -> None:
-        self.job, self.total_runs = job, total_runs
-        self.finished_s: list[float] = []
-        self.since = time.monotonic()
-
-    def run_done(self) -> None:
-        # From the end of the previous run: a preliminary report between repetitions counts in the next run.
-        now = time.monotonic()
-        self.finished_s.append(now - self.since)
-        self.since = now
-
-    def note(self) -> str:
-        from harness.budget import progress_note
-
-        run = min(len(self.finished_s) + 1, self.total_runs)
-        if self.job is None:
-            return f"run {run} of {self.total_runs}"
-        return progress_note(self.job, self.finished_s, time.monotonic() - self.since, datetime.now())

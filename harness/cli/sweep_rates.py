@@ -15,13 +15,18 @@ import logging
 import math
 import platform
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from harness.cli.server_options import add_server_arguments
 from harness.cli.targets import add_endpoint_arguments, sweep_targets
-from harness.errors import ServerError, UsageError
+from harness.errors import EXIT_INTERRUPTED, ServerError, UsageError
 from harness.systems import SERVER_MODE, SystemName
+
+if TYPE_CHECKING:
+    from harness.budget import JobPlan
+    from harness.sweep import SweepCell
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +41,6 @@ SWEEP_BATCH_WAIT_S = 1.0
 # and about twice continuous's p99 E2E near its saturation (a 1,536-token cap's tail).
 DEFAULT_SLO_TTFT_P50_S = 2.0
 DEFAULT_SLO_E2E_P99_S = 10.0
-EXIT_INTERRUPTED = 130
 # Writing the last report (seconds), counted against --budget-min.
 REPORT_S = 5.0
 
@@ -138,8 +142,9 @@ def _positive_list(flag: str, text: str) -> list[float]:
 
 def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: list[float] | None,
            out: Path) -> int:
+    from harness.budget import JobClock
     from harness.rate_sweep.curve import Slo
-    from harness.rate_sweep.grid import burst_spec, expected_run_s, rate_spec
+    from harness.rate_sweep.grid import burst_spec, rate_spec
     from harness.rate_sweep.measure import SweepMeasurements
     from harness.sweep import SweepCell, iter_runs
 
@@ -153,29 +158,31 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
         static_wait = args.batch_wait_s if "static" in targets and targets["static"].server else None
         measure_s = args.measure_s
         measured = SweepMeasurements(spec.name, args.max_num_seqs, slo, args.warmup_s, measure_s, static_wait)
-        clock = _Clock(len(systems))
+        clock = JobClock(None, len(systems))
         try:
             bursts = [SweepCell(system, burst_spec(spec, args.saturation_requests), targets[SERVER_MODE[system]])
                       for system in systems]
             for made in iter_runs(bursts, runs_dir, 1, note=clock.note):
                 measured.add_burst(made.path)
-                clock.done(made.seconds)
+                clock.run_done()
             grid = rates or _grid(measured.saturation("continuous"), fractions)
             logger.info("rates (requests/s): " + ", ".join(f"{rate:g}" for rate in grid))
             runs = [(rate, measured.saturation(system)) for rate in grid for system in systems]
             if args.budget_min is not None:
                 measure_s = _measure_for_budget(args.budget_min, time.monotonic() - began, runs, args.warmup_s)
                 measured.measure_s = measure_s
-            clock.plan([expected_run_s(rate, saturation, args.warmup_s + measure_s) for rate, saturation in runs])
             cells = [SweepCell(system, rate_spec(spec, rate, args.warmup_s, measure_s),
                                targets[SERVER_MODE[system]]) for rate in grid for system in systems]
+            clock.replan(_job(bursts, clock.finished_s, cells, runs, args.warmup_s + measure_s))
             for made in iter_runs(cells, runs_dir, 1, note=clock.note):
                 measured.add_point(made.path)
-                clock.done(made.seconds)
-                if clock.finished < clock.total:
-                    measured.write(out, f"PRELIMINARY: {clock.finished} of {clock.total} runs; rewritten after each")
+                clock.run_done()
+                finished = len(clock.finished_s)
+                if finished < clock.total_runs:
+                    measured.write(out, f"PRELIMINARY: {finished} of {clock.total_runs} runs; rewritten after each")
         except KeyboardInterrupt:
-            stopped = f"STOPPED by Ctrl-C after {clock.finished} of {clock.total} runs; only finished runs are shown"
+            stopped = (f"STOPPED by Ctrl-C after {len(clock.finished_s)} of {clock.total_runs} runs; only finished runs"
+                       " are shown")
             logger.info(stopped)
     if stopped is not None and not measured.points:
         logger.info(f"no rate finished: no report; exit {EXIT_INTERRUPTED}")
@@ -190,6 +197,20 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
         logger.info(f"{failed} requests failed: the report's table says where; exit 1")
         return 1
     return 0
+
+
+def _job(bursts: list[SweepCell], burst_s: list[float], cells: list[SweepCell], runs: list[tuple[float, float]],
+         arrivals_s: float) -> JobPlan:
+    """The whole sweep as the ETA sees it: the bursts at what they took, then each cell priced by expected_run_s."""
+    from harness.budget import JobPlan, PlannedRun
+    from harness.rate_sweep.grid import RUN_OVERHEAD_S, expected_run_s
+
+    made = [PlannedRun(cast(SystemName, cell.system), cell.spec.name, 1, cell.spec.num_requests, seconds, seconds)
+            for cell, seconds in zip(bursts, burst_s, strict=True)]
+    prices = [expected_run_s(rate, saturation, arrivals_s) for rate, saturation in runs]
+    planned = [PlannedRun(cast(SystemName, cell.system), cell.spec.name, 1, None, price - RUN_OVERHEAD_S, price)
+               for cell, price in zip(cells, prices, strict=True)]
+    return JobPlan(tuple(made + planned))
 
 
 def _grid(saturation: float, fractions: tuple[float, ...]) -> list[float]:
@@ -216,34 +237,3 @@ def _measure_for_budget(budget_min: float, spent_s: float, runs: list[tuple[floa
                          f" on this machine, under {TRUSTED_MEASURE_S:g} s; give at least {needed:.1f} minutes")
     logger.info(f"--budget-min {budget_min:g}: {measure_s:.0f} s of measured arrivals per run")
     return measure_s
-
-
-class _Clock:
-    """Run k of N and the time left: the bursts first, then the grid's runs priced by _expected_s and
-    rescaled by how the finished runs compared with their prices."""
-
-    def __init__(self, bursts: int) -> None:
-        self.total, self.finished = bursts, 0
-        self.prices: list[float] = []
-        self.taken: list[float] = []
-        self.since = time.monotonic()
-
-    def plan(self, prices: list[float]) -> None:
-        self.prices = prices
-        self.total = self.finished + len(prices)
-
-    def done(self, seconds: float) -> None:
-        self.finished += 1
-        self.taken.append(seconds)
-        self.since = time.monotonic()
-
-    def note(self) -> str:
-        run = min(self.finished + 1, self.total)
-        if not self.prices:
-            return f"run {run} of {self.total}"
-        done_grid = self.finished - (self.total - len(self.prices))
-        priced = sum(self.prices[:done_grid])
-        scale = sum(self.taken[-done_grid:]) / priced if done_grid > 0 and priced > 0 else 1.0
-        left = max(0.0, scale * sum(self.prices[done_grid:]) - (time.monotonic() - self.since))
-        ends = datetime.now() + timedelta(seconds=left)
-        return f"run {run} of {self.total}, about {left / 60:.1f} min left, ends about {ends:%H:%M}"

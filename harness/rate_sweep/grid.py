@@ -62,8 +62,7 @@ def expected_run_s(rate: float, saturation: float, arrivals_s: float) -> float:
     Offered past its saturation, a system serves rate/saturation - 1 of the arrivals' time again
     after the last arrival.
     """
-    backlog = max(0.0, rate / saturation - 1.0) if saturation > 0 else 0.0
-    return arrivals_s * (1.0 + backlog) + RUN_OVERHEAD_S
+    return arrivals_s * _stretch(rate, saturation) + RUN_OVERHEAD_S
 
 
 def measure_for_budget(seconds: float, runs: list[tuple[float, float]], warmup_s: float) -> float:
@@ -72,6 +71,11 @@ def measure_for_budget(seconds: float, runs: list[tuple[float, float]], warmup_s
     Solves sum(expected_run_s(rate, saturation, warmup_s + m)) = seconds for m (may be negative:
     the budget cannot hold even the warm-ups).
     """
-    growth = [1.0 + max(0.0, rate / saturation - 1.0) if saturation > 0 else 1.0 for rate, saturation in runs]
+    growth = [_stretch(rate, saturation) for rate, saturation in runs]
     fixed = sum(factor * warmup_s + RUN_OVERHEAD_S for factor in growth)
     return (seconds - fixed) / sum(growth)
+
+
+def _stretch(rate: float, saturation: float) -> float:
+    """How much longer than its arrivals a run lasts: 1, plus the backlog's share past saturation."""
+    return 1.0 + max(0.0, rate / saturation - 1.0) if saturation > 0 else 1.0

@@ -13,7 +13,7 @@ from harness.analysis.engine import step_seconds
 from harness.analysis.metrics import request_table
 from harness.rate_sweep.curve import Slo
 from harness.rate_sweep.grid import saturation_rate
-from harness.rate_sweep.point import RatePoint, measure_point
+from harness.rate_sweep.point import RatePoint, measure_point, measured_window
 from harness.rate_sweep.predict import PredictedPoint, predict_points
 from harness.rate_sweep.report import write_rate_report
 from harness.rate_sweep.result import RateSweepResult, SweepSettings, cdf_rate, system_result
@@ -29,21 +29,27 @@ class SweepMeasurements:
         self.warmup_s, self.measure_s, self.static_batch_wait_s = warmup_s, measure_s, static_batch_wait_s
         self.saturations: dict[str, float] = {}
         self.points: list[RatePoint] = []
-        self._runs: dict[tuple[str, float], Path] = {}
+        self._runs: dict[tuple[str, float], RunData] = {}
         self._loaded: list[RunData] = []
         self._decode_steps: list[np.ndarray] = []
 
     def add_run(self, path: Path) -> None:
         """A run of the sweep, a burst or a Poisson run (told apart by its workload's arrivals)."""
-        arrival = load_run(path, allow_partial=True).manifest.workload["arrival"]["kind"]
-        if arrival == "burst":
-            self.add_burst(path)
+        run = load_run(path, allow_partial=True)
+        if run.manifest.workload["arrival"]["kind"] == "burst":
+            self._add_burst(run)
         else:
-            self.add_point(path)
+            self._add_point(run)
 
     def add_burst(self, path: Path) -> None:
         """A system's saturation burst."""
-        run = load_run(path, allow_partial=True)
+        self._add_burst(load_run(path, allow_partial=True))
+
+    def add_point(self, path: Path) -> RatePoint:
+        """A Poisson run at one rate."""
+        return self._add_point(load_run(path, allow_partial=True))
+
+    def _add_burst(self, run: RunData) -> None:
         self.saturations[run.manifest.system] = saturation_rate(run.records)
         self._note_steps(run)
         self._loaded.append(run)
@@ -52,13 +58,11 @@ class SweepMeasurements:
         """Requests/s `system`'s burst was served at (NaN when it has none)."""
         return self.saturations.get(system, math.nan)
 
-    def add_point(self, path: Path) -> RatePoint:
-        """A Poisson run at one rate."""
-        run = load_run(path, allow_partial=True)
+    def _add_point(self, run: RunData) -> RatePoint:
         rate = float(run.manifest.workload["arrival"]["rate"])
         point = measure_point(run.manifest.system, rate, run.records, run.tokens, run.steps, self.warmup_s)
         self.points.append(point)
-        self._runs[(point.system, rate)] = path
+        self._runs[(point.system, rate)] = run
         self._note_steps(run)
         self._loaded.append(run)
         return point
@@ -82,20 +86,16 @@ class SweepMeasurements:
         return write_rate_report(self.result(), out, stage)
 
     def _with_prediction(self, point: RatePoint, predicted: dict[str, PredictedPoint]) -> RatePoint:
-        path = self._runs[(point.system, point.offered_rate)]
-        prediction = predicted.get(path.name)
+        prediction = predicted.get(self._runs[(point.system, point.offered_rate)].manifest.run_id)
         if prediction is None:
             return point
         return replace(point, predicted_e2e_p50_s=prediction.e2e_p50_s, predicted_ttft_p50_s=prediction.ttft_p50_s)
 
     def _e2e(self, system: str, rate: float) -> np.ndarray:
-        path = self._runs.get((system, rate))
-        if path is None:
+        run = self._runs.get((system, rate))
+        if run is None:
             return np.array([])
-        run = load_run(path, allow_partial=True)
-        offsets = run.records["scheduled_s"] - run.records["scheduled_s"].min()
-        window = run.records.loc[offsets >= self.warmup_s]
-        return request_table(window, run.tokens)["e2e_s"].to_numpy(dtype=float)
+        return request_table(measured_window(run.records, self.warmup_s), run.tokens)["e2e_s"].to_numpy(dtype=float)
 
     def _note_steps(self, run: RunData) -> None:
         """Keep the continuous engine's decode-only steps at a full batch: the step time beside the figures."""

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import theilslopes
 
-from harness.analysis.metrics import request_table
+from harness.analysis.metrics import Percentiles, request_table
 from harness.analysis.stats import Estimate, median_ci
 
 # A queue that grew by less than this over a run is a fluctuation, not a backlog.
@@ -83,13 +83,17 @@ def queue_waits(records: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
     return (first.loc[both] - sent.loc[both]).rename("queue_wait_s")
 
 
+def measured_window(records: pd.DataFrame, warmup_s: float) -> pd.DataFrame:
+    """The records of the requests planned to arrive at or after `warmup_s` into the run."""
+    return records.loc[records["scheduled_s"] - records["scheduled_s"].min() >= warmup_s]
+
+
 def measure_point(system: str, offered_rate: float, records: pd.DataFrame, tokens: pd.DataFrame,
                   steps: pd.DataFrame | None, warmup_s: float) -> RatePoint:
     """The point of one run: requests planned after `warmup_s` are measured, the rest left out."""
     start = float(records["scheduled_s"].min())
-    offset = records["scheduled_s"] - start
-    window = records.loc[offset >= warmup_s]
-    measured_s = float(offset.max()) - warmup_s
+    window = measured_window(records, warmup_s)
+    measured_s = float(records["scheduled_s"].max()) - start - warmup_s
     requests = request_table(window, tokens)
     waits = queue_waits(window, steps) if steps is not None else pd.Series(dtype=float)
     # The wait whose growth says whether the queue is stable: the engine's, else the client's TTFT.
@@ -97,23 +101,25 @@ def measure_point(system: str, offered_rate: float, records: pd.DataFrame, token
     arrivals = (window.set_index("request_id")["scheduled_s"] - start).reindex(wait_by_id.index)
     growth, limit = _growth(arrivals.to_numpy(dtype=float), wait_by_id.to_numpy(dtype=float), measured_s)
     e2e = _median_interval(requests["e2e_s"])
+    ttft, e2e_spread = Percentiles.of(requests["ttft_s"]), Percentiles.of(requests["e2e_s"])
+    queued = Percentiles.of(waits)
     return RatePoint(
         system=system,
         offered_rate=offered_rate,
         planned_rate=_rate(window["scheduled_s"]),
         sent_rate=_rate(window["sent_s"]),
-        late_p99_s=_quantile(window["lateness_s"], 0.99),
+        late_p99_s=Percentiles.of(window["lateness_s"]).p99,
         measured=len(window),
         failed=int((~window["ok"]).sum()),
-        ttft_p50_s=_quantile(requests["ttft_s"], 0.5),
-        ttft_p99_s=_quantile(requests["ttft_s"], 0.99),
+        ttft_p50_s=ttft.p50,
+        ttft_p99_s=ttft.p99,
         e2e_p50_s=e2e.point,
         e2e_p50_low_s=e2e.low,
         e2e_p50_high_s=e2e.high,
-        e2e_p99_s=_quantile(requests["e2e_s"], 0.99),
-        normalized_p50_s=_quantile(requests["e2e_s"] / requests["useful_tokens"].clip(lower=1), 0.5),
-        queue_wait_p50_s=_quantile(waits, 0.5),
-        queue_wait_p99_s=_quantile(waits, 0.99),
+        e2e_p99_s=e2e_spread.p99,
+        normalized_p50_s=Percentiles.of(requests["e2e_s"] / requests["useful_tokens"].clip(lower=1)).p50,
+        queue_wait_p50_s=queued.p50,
+        queue_wait_p99_s=queued.p99,
         wait_growth_s=growth,
         growth_limit_s=limit,
     )
@@ -140,8 +146,3 @@ def _median_interval(values: pd.Series) -> Estimate:
     if finite.empty:
         return Estimate(math.nan, math.nan, math.nan, 0, "no values")
     return median_ci(finite.to_numpy(dtype=float), resamples=1999)
-
-
-def _quantile(values: pd.Series, q: float) -> float:
-    finite = values.dropna()
-    return float(np.quantile(finite, q)) if len(finite) else math.nan

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.step_cost_fit import StepCostFitError
-from harness.analysis.step_predict import fit_server_step_cost, server_key
+from harness.analysis.step_predict import fit_server_step_cost, runs_by_server
 from harness.paper.simulate import simulate
 from harness.paper.step_cost import StepCost
 from harness.rundir.reader import RunData
@@ -39,12 +39,8 @@ def predict_points(runs: Sequence[RunData], warmup_s: float,
 
     A server with a single run has nothing to hold out and gets no prediction.
     """
-    by_server: dict[str, list[RunData]] = {}
-    for run in runs:
-        if run.steps is not None and not run.steps.empty and run.plan is not None:
-            by_server.setdefault(server_key(run), []).append(run)
     predicted: dict[str, PredictedPoint] = {}
-    for members in by_server.values():
+    for members in runs_by_server(runs).values():
         for run in members:
             if run.manifest.workload["arrival"]["kind"] != "poisson":
                 continue
