@@ -3,8 +3,7 @@ without loading numpy and pandas (tests/harness/cli/test_startup.py)."""
 
 # Rates as fractions of the continuous system's saturation rate (its burst's). Up to 1.4 because
 # a burst's rate understates what continuous sustains under Poisson arrivals here: 200 prompts
-# at once also load the API server, which shares the engine's core; continuous kept up at 1.28x
-# its burst rate in one sweep (docs/validation/rate-sweep.md). Static's knee falls near 0.75.
+# at once likely also load the API server, which shares the engine's core (docs/validation/rate-sweep.md).
 DEFAULT_FRACTIONS = (0.3, 0.55, 0.75, 0.9, 1.05, 1.2, 1.4)
 # Arrivals before this are the run's warm-up (the queue is still filling): left out of every figure.
 WARMUP_S = 4.0
