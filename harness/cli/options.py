@@ -10,6 +10,7 @@ server flags are checked by the model they are generated from (launchers.ServerC
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -177,6 +178,20 @@ class NightlyOptions(GateOutputs):
 
 class PredictOptions(_Options):
     batch_size: Batch | None
+    batch_wait_s: NonNegativeSeconds
+    slo_ttft_p50_s: Seconds
+    slo_e2e_p99_s: Seconds
+
+
+def positive_numbers(flag: str, text: str) -> list[float]:
+    """A comma-separated list of positive numbers (e.g. --rates 4,8,16); UsageError naming `flag` otherwise."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{flag}: a comma-separated list of numbers, got {text!r}") from None
+    if not values or not all(math.isfinite(value) and value > 0 for value in values):
+        raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
+    return values
 
 
 # Each command's options, checked in this order; the server's first, as their flags come first in --help.

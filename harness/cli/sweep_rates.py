@@ -125,19 +125,11 @@ def _analyze(directory: Path, args: argparse.Namespace) -> int:
 
 def _grid_options(args: argparse.Namespace) -> tuple[tuple[float, ...], list[float] | None]:
     """(--fractions, --rates): each a list of positive numbers; --rates wins when given."""
-    fractions = tuple(_positive_list("--fractions", args.fractions))
-    rates = sorted(set(_positive_list("--rates", args.rates))) if args.rates else None
+    from harness.cli.options import positive_numbers
+
+    fractions = tuple(positive_numbers("--fractions", args.fractions))
+    rates = sorted(set(positive_numbers("--rates", args.rates))) if args.rates else None
     return fractions, rates
-
-
-def _positive_list(flag: str, text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{flag}: a comma-separated list of numbers, got {text!r}") from None
-    if not values or not all(math.isfinite(value) and value > 0 for value in values):
-        raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
-    return values
 
 
 def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: list[float] | None,

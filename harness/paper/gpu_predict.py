@@ -4,6 +4,9 @@
   costed by the setup's step cost (harness.paper.gpu_cost);
 - static at B: the same engine, constants and limits, with a batch of B formed only
   when the previous one has finished;
+- under Poisson arrivals (predict_arrivals), continuous and static as above, each
+  request's arrival, admission, first token and finish kept for its latencies;
+  static's batch wait is the max batch delay of its batches (0: impatient);
 - naive padded: not a vLLM schedule. Its prediction here is a floor on its time: the
   padded waves of harness.paper.simulate, every step at the card's peak bandwidth
   and FLOP/s with no overhead. A measured naive figure below it says how much HF's own
@@ -69,6 +72,18 @@ class PaperPrediction:
 
 
 @dataclass(frozen=True)
+class PaperArrivals:
+    """One workload with timed arrivals, scheduled on paper on one GPU setup: continuous and static at B."""
+
+    setup: GpuSetup
+    workload: str
+    batch_size: int
+    static_batch_wait_s: float
+    continuous: EngineSchedule
+    static: EngineSchedule
+
+
+@dataclass(frozen=True)
 class SensitivityRow:
     """Continuous throughput per workload with one constant at (1 - step) and (1 + step) of its value."""
 
@@ -127,6 +142,30 @@ def predict_workload(
         static=static,
         naive_floor=simulate("naive", outputs, width, floor_step_cost(setup), prompt_tokens=prompts),
     )
+
+
+def predict_arrivals(
+    setup: GpuSetup, spec: WorkloadSpec, settings: WorkloadSettings, batch_size: int | None = None,
+    static_batch_wait_s: float = 0.0,
+) -> PaperArrivals:
+    """Schedule one workload whose requests arrive over time (Poisson) on continuous and on static at B.
+
+    `settings`: the published experiment's settings for the workload (its token budget and
+    B); B is `batch_size` if given. Raises ValueError for a burst workload (use
+    predict_workload) or requests that cannot fit the engine.
+    """
+    if spec.arrival.kind == "burst":
+        raise ValueError(f"{spec.name}: a burst has no arrivals over time; predict_workload predicts it")
+    plan = build_plan(spec).to_frame()
+    prompts, outputs = plan["prompt_tokens"].to_numpy(), plan["output_tokens"].to_numpy()
+    arrivals = plan["arrival_s"].to_numpy(dtype=float)
+    width = batch_size or settings.batch_size
+    continuous, static = (
+        simulate_engine(system, prompts, outputs, engine_limits(setup, settings, system, width),
+                        setup_step_cost(setup), arrivals=arrivals, static_batch_wait_s=static_batch_wait_s)
+        for system in ("continuous", "static")
+    )
+    return PaperArrivals(setup, spec.name, width, static_batch_wait_s, continuous, static)
 
 
 def sensitivity(

@@ -20,9 +20,14 @@ does it; its scheduler and block manager are the reference for every rule here:
 - static: the same engine, but a batch of up to `max_num_seqs` requests is formed only
   when the previous batch has fully finished, and only its members are admitted (the
   static scheduler plugin's rule; its members still wait for blocks like any request).
+  With a batch wait, an idle static engine forms its batch only once `max_num_seqs`
+  requests wait or the oldest has waited that long (the plugin's max batch delay); 0 is
+  "impatient": whoever waits (Anyscale's static policy in their latency runs).
 
-All requests arrive at t=0 (a burst). Each step costs what `GpuStepCost` says of its
-StepWork; time is the sum of the steps.
+Requests arrive at their `arrivals` offsets (default: all at t=0, a burst); a request
+joins the waiting queue at the first step that starts at or after its arrival, and an
+engine with nothing to run idles until the next arrival. Each step costs what
+`GpuStepCost` says of its StepWork; time is the sum of the steps and the idle waits.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ import numpy as np
 from harness.paper.gpu_cost import GpuStepCost, StepWork
 from harness.paper.simulate import token_counts
 from harness.systems import MODES, Mode
+
+# An arrival within a nanosecond of a step's start counts as arrived by it, so float
+# rounding in the accumulated clock cannot push an admission one step late.
+_ARRIVAL_TOLERANCE_S = 1e-9
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,9 @@ class EngineSchedule:
 
     Per-step arrays have one entry per step: its seconds, the sequences in it (decoding
     plus prefilling), the prompt tokens it prefilled (recomputed ones included) and
-    whether compute rather than memory traffic set its time.
+    whether compute rather than memory traffic set its time. Per-request arrays are in
+    input order: its output tokens, and in seconds from t=0 its arrival, the start of the step that first admitted
+    it, the end of that step (its first token) and the end of its last step.
     """
 
     system: Mode
@@ -83,6 +94,11 @@ class EngineSchedule:
     step_sequences: np.ndarray
     step_prefill_tokens: np.ndarray
     step_compute_bound: np.ndarray
+    output_lengths: np.ndarray
+    arrival_s: np.ndarray
+    admitted_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
 
     @property
     def num_steps(self) -> int:
@@ -132,11 +148,16 @@ def simulate_engine(
     output_tokens: Sequence[int] | np.ndarray,
     limits: EngineLimits,
     cost: GpuStepCost,
+    arrivals: Sequence[float] | np.ndarray | None = None,
+    static_batch_wait_s: float = 0.0,
 ) -> EngineSchedule:
-    """Run the engine's schedule of a burst, step by step (rules in the module docstring).
+    """Run the engine's schedule, step by step (rules in the module docstring).
 
-    Raises ValueError for a request that could never be admitted: its prompt and output
-    would outgrow the token budget or the cache on their own.
+    `arrivals`: each request's offset in seconds (None: a burst at t=0).
+    `static_batch_wait_s`: static's max batch delay (ignored by continuous).
+    Raises ValueError for a request that could never be admitted (its prompt and output
+    would outgrow the token budget or the cache on their own), for arrivals that are not
+    one finite, non-negative offset per request, or a negative batch wait.
     """
     if system not in MODES:
         raise ValueError(f"system: must be one of {', '.join(MODES)}, got {system!r}")
@@ -144,14 +165,20 @@ def simulate_engine(
     outputs = token_counts("output_tokens", output_tokens, minimum=1)
     if len(prompts) != len(outputs):
         raise ValueError(f"prompt_tokens: has {len(prompts)} entries, output_tokens has {len(outputs)}")
+    times = np.zeros(len(prompts)) if arrivals is None else np.asarray(arrivals, dtype=float)
+    if times.shape != prompts.shape or not np.all(np.isfinite(times)) or np.any(times < 0):
+        raise ValueError(f"arrivals: must be {len(prompts)} finite, non-negative offsets in seconds")
+    if not (math.isfinite(static_batch_wait_s) and static_batch_wait_s >= 0):
+        raise ValueError(f"static_batch_wait_s: must be zero or positive seconds, got {static_batch_wait_s!r}")
     _check_fits(prompts, outputs, limits)
-    run = _EngineRun(prompts, outputs, limits, cost, system == "static")
+    static = system == "static"
+    run = _EngineRun(prompts, outputs, limits, cost, times, static_batch_wait_s if static else None)
     run.play()
     durations = np.asarray(run.durations)
     return EngineSchedule(
         system=system,
         limits=limits,
-        makespan_s=float(durations.sum()),
+        makespan_s=run.clock,
         prompt_tokens=int(prompts.sum()),
         output_tokens=int(outputs.sum()),
         preemptions=run.preemptions,
@@ -160,40 +187,77 @@ def simulate_engine(
         step_sequences=np.asarray(run.sequences, dtype=np.int64),
         step_prefill_tokens=np.asarray(run.prefill_tokens, dtype=np.int64),
         step_compute_bound=np.asarray(run.compute_bound, dtype=bool),
+        output_lengths=outputs,
+        arrival_s=times,
+        admitted_s=run.admitted_s,
+        first_token_s=run.first_token_s,
+        finish_s=run.finish_s,
     )
 
 
 class _EngineRun:
-    """The event loop's state: who waits, who runs, what each holds; and the step log."""
+    """The event loop's state: who has yet to arrive, who waits, who runs, what each holds; and the step log."""
 
     def __init__(
-        self, prompts: np.ndarray, outputs: np.ndarray, limits: EngineLimits, cost: GpuStepCost, static: bool
+        self, prompts: np.ndarray, outputs: np.ndarray, limits: EngineLimits, cost: GpuStepCost,
+        arrivals: np.ndarray, static_batch_wait_s: float | None,
     ) -> None:
-        self.outputs, self.limits, self.cost, self.static = outputs, limits, cost, static
+        self.outputs, self.limits, self.cost, self.arrivals = outputs, limits, cost, arrivals
+        # None: continuous; otherwise static, with its max batch delay.
+        self.static_batch_wait_s = static_batch_wait_s
         self.length = prompts.copy()  # tokens so far: prompt + generated
         self.generated = np.zeros(len(prompts), dtype=np.int64)
         self.held = np.zeros(len(prompts), dtype=np.int64)  # KV blocks held
         self.free = limits.kv_blocks
         self.running: list[int] = []  # in admission order: the last is preempted first
-        requests = deque(range(len(prompts)))
-        # A static engine admits only the current batch's members; the rest wait behind it.
-        self.waiting: deque[int] = deque() if static else requests
-        self.backlog: deque[int] = requests if static else deque()
+        self.future: deque[int] = deque(int(i) for i in np.argsort(arrivals, kind="stable"))
+        self.waiting: deque[int] = deque()  # may be admitted
+        # Static: arrived, waiting for the next batch to be formed; continuous admits from `waiting` directly.
+        self.backlog: deque[int] = deque()
+        self.clock = 0.0
         self.preemptions = self.recomputed_tokens = 0
         self.durations: list[float] = []
         self.sequences: list[int] = []
         self.prefill_tokens: list[int] = []
         self.compute_bound: list[bool] = []
+        self.admitted_s = np.full(len(prompts), np.nan)
+        self.first_token_s = np.full(len(prompts), np.nan)
+        self.finish_s = np.full(len(prompts), np.nan)
 
     def play(self) -> None:
-        while self.running or self.waiting or self.backlog:
-            if self.static and not self.running and not self.waiting:
-                for _ in range(min(self.limits.max_num_seqs, len(self.backlog))):
-                    self.waiting.append(self.backlog.popleft())
+        while self.running or self.waiting or self.backlog or self.future:
+            self._arrive()
+            if self.static_batch_wait_s is not None and not self.running and not self.waiting:
+                self._form_static_batch()
+            if not self.running and not self.waiting:
+                # Idle until the next arrival.
+                self.clock = max(self.clock, float(self.arrivals[self.future[0]]))
+                continue
             preempted = self._grow_running()
             decoding = list(self.running)
             admitted = self._admit(preempted)
             self._step(decoding, admitted)
+
+    def _arrive(self) -> None:
+        """Queue every request that has arrived by the clock."""
+        queue = self.waiting if self.static_batch_wait_s is None else self.backlog
+        while self.future and self.arrivals[self.future[0]] <= self.clock + _ARRIVAL_TOLERANCE_S:
+            queue.append(self.future.popleft())
+
+    def _form_static_batch(self) -> None:
+        """Form the next static batch: at once when it is full, else once its oldest has waited the batch wait."""
+        assert self.static_batch_wait_s is not None
+        width = self.limits.max_num_seqs
+        if not self.backlog:
+            return
+        if len(self.backlog) < width and self.static_batch_wait_s > 0:
+            missing = width - len(self.backlog)
+            full_at = float(self.arrivals[self.future[missing - 1]]) if len(self.future) >= missing else math.inf
+            oldest_waited = float(self.arrivals[self.backlog[0]]) + self.static_batch_wait_s
+            self.clock = max(self.clock, min(full_at, oldest_waited))
+            self._arrive()
+        for _ in range(min(width, len(self.backlog))):
+            self.waiting.append(self.backlog.popleft())
 
     def _blocks_for(self, tokens: np.ndarray | int) -> np.ndarray | int:
         return -(-tokens // self.limits.block_size)
@@ -268,6 +332,12 @@ class _EngineRun:
             prefill_attention_pairs=int((prompts * (prompts + 1) // 2).sum()),
         )
         terms = self.cost.terms(work)
+        if admitted:
+            first = np.asarray(admitted)
+            first = first[np.isnan(self.admitted_s[first])]  # a preempted request keeps its first admission
+            self.admitted_s[first] = self.clock
+            self.first_token_s[first] = self.clock + terms.seconds
+        self.clock += terms.seconds
         self.durations.append(terms.seconds)
         self.sequences.append(len(self.running))
         self.prefill_tokens.append(work.prefill_tokens)
@@ -277,6 +347,7 @@ class _EngineRun:
         self.generated[index] += 1
         done = self.generated[index] == self.outputs[index]
         if done.any():
+            self.finish_s[index[done]] = self.clock
             self.free += int(self.held[index[done]].sum())
             self.held[index[done]] = 0
             self.running = index[~done].tolist()

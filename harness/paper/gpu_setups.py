@@ -90,6 +90,13 @@ _ANYSCALE_CONFIG = (
     "naive_hf_variable_size; figures from Anyscale's blog 'How continuous batching enables 23x throughput in "
     "LLM inference while reducing p50 latency' (June 2023)"
 )
+_ANYSCALE_LATENCY_CONFIG = (
+    "anyscale/llm-continuous-batching-benchmarks, benchmark_configs/vllm_variable_size_latency (vLLM: "
+    "--max-num-batched-tokens 8100, QPS 8, 16 and 32, 5,000 prompts each) and ray_static_variable_size_latency "
+    "(the 'impatient_static' policy of launch_scripts/launch_ray_dynamic_gen: a batch of whoever waits, up to "
+    "--static-batch-size 4 for outputs capped at 1,536, QPS 4, 100 prompts). The blog's latency results are "
+    "plots; no figure of them is sourced here"
+)
 _MEGATRON_EFFICIENCY = Constant(
     value=0.52,
     source="Narayanan et al., 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
@@ -135,6 +142,8 @@ ANYSCALE_OPT_13B_A100 = GpuSetup(
             max_num_batched_tokens=8100, batch_size=4, published_continuous_tok_s=1898, published_naive_tok_s=81,
             source=_ANYSCALE_CONFIG,
         ),
+        "anyscale-latency": WorkloadSettings(max_num_batched_tokens=8100, batch_size=4,
+                                             source=_ANYSCALE_LATENCY_CONFIG),
     },
 )
 

@@ -88,36 +88,67 @@ def measured_window(records: pd.DataFrame, warmup_s: float) -> pd.DataFrame:
     return records.loc[records["scheduled_s"] - records["scheduled_s"].min() >= warmup_s]
 
 
+@dataclass(frozen=True, eq=False)
+class RequestLatencies:
+    """The measured requests of one run, one entry each, in seconds (NaN where unknown).
+
+    Filled from a run's records (measure_point) or from a schedule simulated on paper
+    (harness.rate_sweep.on_paper); the point is read from it the same way.
+    """
+
+    arrival_s: np.ndarray  # planned arrival, from the run's start
+    ttft_s: np.ndarray
+    e2e_s: np.ndarray
+    output_tokens: np.ndarray
+    queue_wait_s: np.ndarray  # NaN without an engine step log
+
+
 def measure_point(system: str, offered_rate: float, records: pd.DataFrame, tokens: pd.DataFrame,
                   steps: pd.DataFrame | None, warmup_s: float) -> RatePoint:
     """The point of one run: requests planned after `warmup_s` are measured, the rest left out."""
     start = float(records["scheduled_s"].min())
     window = measured_window(records, warmup_s)
-    measured_s = float(records["scheduled_s"].max()) - start - warmup_s
-    requests = request_table(window, tokens)
+    requests = request_table(window, tokens).set_index("request_id")
     waits = queue_waits(window, steps) if steps is not None else pd.Series(dtype=float)
+    arrivals = window.set_index("request_id")["scheduled_s"] - start
+    latencies = RequestLatencies(
+        arrival_s=arrivals.reindex(requests.index).to_numpy(dtype=float),
+        ttft_s=requests["ttft_s"].to_numpy(dtype=float),
+        e2e_s=requests["e2e_s"].to_numpy(dtype=float),
+        output_tokens=requests["useful_tokens"].to_numpy(dtype=float),
+        queue_wait_s=waits.reindex(requests.index).to_numpy(dtype=float),
+    )
+    return latency_point(
+        system, offered_rate, latencies, float(records["scheduled_s"].max()) - start - warmup_s,
+        planned_rate=_rate(window["scheduled_s"]), sent_rate=_rate(window["sent_s"]),
+        late_p99_s=Percentiles.of(window["lateness_s"]).p99, measured=len(window), failed=int((~window["ok"]).sum()),
+    )
+
+
+def latency_point(system: str, offered_rate: float, requests: RequestLatencies, window_s: float, *,
+                  planned_rate: float, sent_rate: float, late_p99_s: float, measured: int, failed: int) -> RatePoint:
+    """One rate's point from its measured requests; `window_s`: the measured window's seconds of arrivals."""
     # The wait whose growth says whether the queue is stable: the engine's, else the client's TTFT.
-    wait_by_id = waits if not waits.empty else requests.set_index("request_id")["ttft_s"]
-    arrivals = (window.set_index("request_id")["scheduled_s"] - start).reindex(wait_by_id.index)
-    growth, limit = _growth(arrivals.to_numpy(dtype=float), wait_by_id.to_numpy(dtype=float), measured_s)
-    e2e = _median_interval(requests["e2e_s"])
-    ttft, e2e_spread = Percentiles.of(requests["ttft_s"]), Percentiles.of(requests["e2e_s"])
-    queued = Percentiles.of(waits)
+    wait = requests.queue_wait_s if np.isfinite(requests.queue_wait_s).any() else requests.ttft_s
+    growth, limit = _growth(requests.arrival_s, wait, window_s)
+    e2e = _median_interval(pd.Series(requests.e2e_s))
+    ttft, e2e_spread = Percentiles.of(requests.ttft_s), Percentiles.of(requests.e2e_s)
+    queued = Percentiles.of(requests.queue_wait_s)
     return RatePoint(
         system=system,
         offered_rate=offered_rate,
-        planned_rate=_rate(window["scheduled_s"]),
-        sent_rate=_rate(window["sent_s"]),
-        late_p99_s=Percentiles.of(window["lateness_s"]).p99,
-        measured=len(window),
-        failed=int((~window["ok"]).sum()),
+        planned_rate=planned_rate,
+        sent_rate=sent_rate,
+        late_p99_s=late_p99_s,
+        measured=measured,
+        failed=failed,
         ttft_p50_s=ttft.p50,
         ttft_p99_s=ttft.p99,
         e2e_p50_s=e2e.point,
         e2e_p50_low_s=e2e.low,
         e2e_p50_high_s=e2e.high,
         e2e_p99_s=e2e_spread.p99,
-        normalized_p50_s=Percentiles.of(requests["e2e_s"] / requests["useful_tokens"].clip(lower=1)).p50,
+        normalized_p50_s=Percentiles.of(requests.e2e_s / np.clip(requests.output_tokens, 1, None)).p50,
         queue_wait_p50_s=queued.p50,
         queue_wait_p99_s=queued.p99,
         wait_growth_s=growth,

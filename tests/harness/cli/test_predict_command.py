@@ -39,6 +39,15 @@ def test_predict_sensitivity_and_batch_size():
     assert "bandwidth -20% (of 3.35 TB/s)" in out
 
 
+def test_predict_rates_prints_each_systems_latency_curve():
+    result = predict("--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-latency",
+                     "--rates", "1,4", "--slo-e2e-p99-s", "25")
+    out = result.stdout
+    assert result.returncode == 0, result.stderr
+    assert "p50 TTFT <= 1 s and p99 E2E <= 25 s" in out
+    assert "| continuous | 4 |" in out and "| static | 1 |" in out
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -47,6 +56,14 @@ def test_predict_sensitivity_and_batch_size():
         (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "nope"], "nope: no such file"),
         (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", " , "], "--workloads: give at least one"),
         (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "cpu-poisson"], "burst workloads"),
+        (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-cap32", "--rates", "4"],
+         "--rates needs workloads with Poisson arrivals"),
+        (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-latency", "--rates", "4,-8"],
+         "--rates: every value must be a positive number"),
+        (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-latency", "--rates", "4",
+          "--sensitivity"], "--sensitivity: varies the throughput prediction of bursts"),
+        (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-latency", "--rates", "4",
+          "--batch-wait-s", "-1"], "--batch-wait-s"),
         (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-cap32", "--batch-size", "0"],
          "--batch-size: Input should be greater than 0"),
         (["--model", "opt-13b", "--gpu", "a100-40gb"], "--workloads"),

@@ -85,3 +85,47 @@ def test_bad_limits_are_refused(kwargs):
     values = {"kv_blocks": 10, "max_num_seqs": 1, "max_num_batched_tokens": 10} | kwargs
     with pytest.raises(ValueError):
         EngineLimits(**values)
+
+
+def test_requests_arriving_apart_each_run_alone_and_wait_for_nothing():
+    schedule = simulate_engine("continuous", [16, 16], [3, 3], ROOMY, COST, arrivals=[0.0, 10.0])
+    alone = simulate_engine("continuous", [16], [3], ROOMY, COST)
+    assert schedule.admitted_s.tolist() == [0.0, 10.0]
+    # The engine idled between the two: the second request's latencies are the first's.
+    assert schedule.finish_s - schedule.arrival_s == pytest.approx([alone.makespan_s] * 2)
+    assert schedule.first_token_s[1] - 10.0 == pytest.approx(alone.first_token_s[0])
+    assert schedule.makespan_s == pytest.approx(10.0 + alone.makespan_s)
+
+
+def test_a_request_arriving_mid_run_joins_continuous_at_the_next_step_and_waits_for_static():
+    limits = EngineLimits(kv_blocks=10_000, max_num_seqs=2, max_num_batched_tokens=10_000)
+    first = simulate_engine("continuous", [16], [50], limits, COST)
+    late = float(first.step_duration_s[:10].sum()) - 1e-6  # just before step 10 ends
+    continuous = simulate_engine("continuous", [16, 16], [50, 5], limits, COST, arrivals=[0.0, late])
+    static = simulate_engine("static", [16, 16], [50, 5], limits, COST, arrivals=[0.0, late])
+    # Continuous admits it into the step after its arrival; static only once the first batch has finished.
+    assert continuous.admitted_s[1] == pytest.approx(first.step_duration_s[:10].sum())
+    assert static.admitted_s[1] == pytest.approx(static.finish_s[0])
+    assert static.finish_s[1] - late > 5 * (continuous.finish_s[1] - late)
+
+
+def test_static_batch_wait_forms_a_batch_when_full_or_when_its_oldest_has_waited():
+    limits = EngineLimits(kv_blocks=10_000, max_num_seqs=2, max_num_batched_tokens=10_000)
+    impatient = simulate_engine("static", [8, 8], [3, 3], limits, COST, arrivals=[0.0, 0.5])
+    full = simulate_engine("static", [8, 8], [3, 3], limits, COST, arrivals=[0.0, 0.5], static_batch_wait_s=1.0)
+    timed_out = simulate_engine("static", [8, 8], [3, 3], limits, COST, arrivals=[0.0, 5.0], static_batch_wait_s=1.0)
+    assert impatient.admitted_s[0] == 0.0  # impatient: the batch of one starts at once
+    assert full.admitted_s.tolist() == [0.5, 0.5]  # the second arrival fills the batch
+    assert timed_out.admitted_s[0] == pytest.approx(1.0)  # the first waited its 1 s, then went alone
+    assert timed_out.admitted_s[1] == pytest.approx(6.0)  # and so did the second, arriving to an idle engine
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"arrivals": [0.0]}, "arrivals"),
+    ({"arrivals": [0.0, -1.0]}, "arrivals"),
+    ({"arrivals": [0.0, float("nan")]}, "arrivals"),
+    ({"static_batch_wait_s": -1.0}, "static_batch_wait_s"),
+])
+def test_bad_arrivals_and_waits_are_refused(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        simulate_engine("static", [8, 8], [3, 3], ROOMY, COST, **kwargs)
