@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from harness.analysis.levels import Level, is_cap, level_name
 from harness.analysis.metrics import RunMetrics
 from harness.errors import UsageError
-from harness.paper.simulate import simulate
+from harness.paper.simulate import ScheduleResult, simulate
 from harness.paper.step_cost import StepCost
 from harness.systems import ALL_SYSTEMS, SystemName, shown_systems
 
@@ -93,13 +93,36 @@ def predict_for_run(
     is the idle time between naive waves (simulate). Returns None for a closed loop:
     its requests have no arrival times to replay.
     """
+    result = simulate_plan(plan_requests, batch_size, system, step_cost, wave_gap_s=wave_gap_s)
+    if result is None:
+        return None
+    return RunPrediction(
+        total_tok_s=result.total_tokens_per_s,
+        output_tok_s=result.output_tokens_per_s,
+        makespan_s=result.makespan_s,
+        useful_fraction=result.useful_fraction,
+    )
+
+
+def simulate_plan(
+    plan_requests: Sequence[Mapping[str, Any] | BaseModel],
+    batch_size: int,
+    system: SystemName,
+    step_cost: StepCost,
+    wave_gap_s: float = 0.0,
+    static_batch_wait_s: float = 0.0,
+) -> ScheduleResult | None:
+    """The schedule `system` runs a run's plan with (simulate): None for a closed loop, which has no arrivals.
+
+    UsageError for a plan without requests.
+    """
     rows = [r.model_dump() if isinstance(r, BaseModel) else r for r in plan_requests]
     if not rows:
         raise UsageError("plan_requests: the plan has no requests to predict")
     arrivals = [r["arrival_s"] for r in rows]
     if any(a is None for a in arrivals):
         return None
-    result = simulate(
+    return simulate(
         system,
         np.array([r["output_tokens"] for r in rows], dtype=np.int64),
         batch_size,
@@ -107,12 +130,7 @@ def predict_for_run(
         prompt_tokens=np.array([r["prompt_tokens"] for r in rows], dtype=np.int64),
         arrivals=np.array(arrivals, dtype=float),
         wave_gap_s=wave_gap_s,
-    )
-    return RunPrediction(
-        total_tok_s=result.total_tokens_per_s,
-        output_tok_s=result.output_tokens_per_s,
-        makespan_s=result.makespan_s,
-        useful_fraction=result.useful_fraction,
+        static_batch_wait_s=static_batch_wait_s,
     )
 
 

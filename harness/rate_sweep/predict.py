@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.analysis.gap import simulate_plan
 from harness.analysis.step_cost_fit import StepCostFitError
 from harness.analysis.step_predict import fit_server_step_cost, runs_by_server
-from harness.paper.simulate import simulate
 from harness.paper.step_cost import StepCost
 from harness.rundir.reader import RunData
 
@@ -55,17 +55,11 @@ def predict_points(runs: Sequence[RunData], warmup_s: float,
 def _predict(run: RunData, step_cost: StepCost, warmup_s: float, batch_wait_s: float,
              fitted_on: tuple[str, ...]) -> PredictedPoint:
     assert run.plan is not None, "predict_points keeps only runs with a plan"
-    requests = run.plan["requests"]
-    arrivals = np.array([request["arrival_s"] for request in requests], dtype=float)
-    schedule = simulate(
-        run.manifest.system,
-        np.array([request["output_tokens"] for request in requests], dtype=np.int64),
-        run.manifest.batch_size,
-        step_cost,
-        prompt_tokens=np.array([request["prompt_tokens"] for request in requests], dtype=np.int64),
-        arrivals=arrivals,
-        static_batch_wait_s=batch_wait_s,
-    )
+    schedule = simulate_plan(run.plan["requests"], run.manifest.batch_size, run.manifest.system, step_cost,
+                             static_batch_wait_s=batch_wait_s)
+    if schedule is None:
+        return PredictedPoint(math.nan, math.nan, fitted_on)
+    arrivals = np.array([request["arrival_s"] for request in run.plan["requests"]], dtype=float)
     measured = arrivals >= warmup_s
     if not measured.any():
         return PredictedPoint(math.nan, math.nan, fitted_on)
