@@ -3,27 +3,35 @@ and the per-run overhead that the job's plan is estimated and sized with (harnes
 
 One small burst per server, on the widest spread of the job's workloads, made as an
 ordinary run into the probe's own directory, then fitted as the report fits its runs
-(harness.analysis.step_predict). Its fit errs low, so the plans it sizes run longer than
-aimed at, never under the 20 s floor; a burst mixed from every workload fitted worse and
-erred high (docs/validation/job-clock.md#the-default-job-measured).
+(harness.analysis.step_predict). A burst of one spread cannot price the others well: its
+fit priced a job's continuous runs 3-21% high (median by job) on one day and 3-20% low on
+another, and a burst mixed from every spread fitted worse still
+(docs/validation/job-clock.md). So where the servers run what the committed reference
+reproduction ran (its model, B and vLLM version), the plans are priced with the
+reference's step costs, fitted on all 36 of its runs, at this machine's speed: one factor,
+the continuous probe's busy time over what the reference's cost makes of its steps.
 A server without an engine step log (one we did not launch) gives no fit: no probe.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 
 from harness.analysis.engine import engine_metrics
-from harness.analysis.step_cost_fit import StepCostFitError
+from harness.analysis.step_cost_fit import StepCostFitError, busy_steps, modelled_seconds
 from harness.analysis.step_predict import fit_server_step_cost
 from harness.budget import MachineCost
+from harness.paper.step_cost import LinearStepCost
 from harness.rundir.reader import load_run
-from harness.systems import Mode, SystemName
+from harness.systems import VLLM_SERVER_MODE, Mode, SystemName
 from harness.workload import WorkloadSpec, build_plan
 
 if TYPE_CHECKING:
@@ -35,6 +43,8 @@ logger = logging.getLogger(__name__)
 PROBE_REQUESTS = 48
 # Which system probes each server: the one whose steps the server mostly runs.
 PROBE_SYSTEM: dict[Mode, SystemName] = {"continuous": "continuous", "static": "static"}
+# The committed reference reproduction (reports/reference-cpu), whose step costs price a job.
+REFERENCE_SUMMARY = Path(__file__).resolve().parents[1] / "reports" / "reference-cpu" / "summary.json"
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ def probe_machine(
     cells = [SweepCell(PROBE_SYSTEM[mode], probe, target) for mode, target in targets.items()]
     logger.info(f"probing this machine: {PROBE_REQUESTS} requests of {spec.name} on each server")
     finished = list(iter_runs(cells, out_dir, repetitions=1))
-    costs, overheads = {}, []
+    costs, overheads, steps = {}, [], {}
     for run in finished:
         data = load_run(run.path)
         if data.steps is None or data.steps.empty:
@@ -71,10 +81,47 @@ def probe_machine(
         except StepCostFitError as error:
             logger.info(f"no probe: the steps of {data.manifest.run_id} could not be fitted ({error})")
             return None
+        steps[data.manifest.system] = data.steps
         overheads.append(max(run.seconds - engine_metrics(data.steps, batch_size).makespan_s, 0.0))
+    reference = reference_step_costs(targets["continuous"].server, batch_size) if "continuous" in targets else None
+    if reference is not None and "continuous" in steps:
+        speed = machine_speed(steps["continuous"], reference["continuous"])
+        costs = {system: scaled(reference[VLLM_SERVER_MODE[system]], speed) for system in costs}
+        logger.info(f"pricing the plans with the reference's step costs at this machine's speed: x{speed:.2f}")
     # The continuous server's cost prices naive too (it serves naive's waves); static has its own server.
     machine = MachineCost(
         costs["continuous"], batch_size, statistics.median(overheads),
         system_step_costs={system: cost for system, cost in costs.items() if system != "continuous"},
     )
     return Probe(machine, sum(run.seconds for run in finished))
+
+
+def reference_step_costs(server: Mapping[str, Any] | None, batch_size: int,
+                         summary: Path = REFERENCE_SUMMARY) -> dict[Mode, LinearStepCost] | None:
+    """The reference's step cost per server mode, when `server` runs its model at its B and vLLM version; else None."""
+    if server is None or not summary.is_file():
+        return None
+    reference = json.loads(summary.read_text())
+    runs, metadata = reference.get("runs") or [{}], reference.get("metadata", {})
+    same = (metadata.get("models") == [server.get("model")]
+            and metadata.get("vllm_versions") == [server.get("vllm_version")]
+            and {run.get("batch_size") for run in runs} == {batch_size})
+    if not same:
+        return None
+    names = [field.name for field in fields(LinearStepCost)]
+    costs: dict[Mode, LinearStepCost] = {}
+    for model in reference.get("step_models", []):
+        mode: Mode = "static" if model["server"].startswith("static") else "continuous"
+        costs[mode] = LinearStepCost(*(model[name] for name in names))
+    return costs if {"continuous", "static"} <= costs.keys() else None
+
+
+def machine_speed(steps: pd.DataFrame, cost: LinearStepCost) -> float:
+    """How much slower than `cost` a probe's busy steps ran (1: as priced; > 1: slower)."""
+    sample = busy_steps(steps)
+    return float(sample.seconds.sum() / modelled_seconds(cost, sample).sum())
+
+
+def scaled(cost: LinearStepCost, speed: float) -> LinearStepCost:
+    """`cost` with every coefficient times `speed`."""
+    return LinearStepCost(*(value * speed for value in cost.coefficients().values()))

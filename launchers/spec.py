@@ -36,7 +36,11 @@ class ServerConfig(BaseModel):
     model: str = Field("tiny", description="model to serve: tiny, llama-3.1-8b, opt-13b, a directory or a hub id")
     max_num_seqs: Batch = Field(16, description="B: most sequences in a batch, for every system")
     host: str = Field("127.0.0.1", description="interface to listen on")
-    batch_wait_s: NonNegativeSeconds = Field(0.0, description="static mode: wait this long for a full batch")
+    # A burst's sends span 60-270 ms and reach the engine later still: at 0 its first static batch
+    # formed with 1-3 of 16 slots. Counted from the oldest waiting arrival, the delay costs a burst
+    # nothing after its first batch (docs/rate-sweep.md#statics-max-batch-delay).
+    batch_wait_s: NonNegativeSeconds = Field(
+        1.0, description="static mode: wait up to this long (from the oldest waiting arrival) for a full batch")
     # None: vLLM's own sizing on a GPU; the CPU build refuses to start without a size.
     kv_cache_bytes: Annotated[int, Strict(), Field(gt=0)] | None = Field(
         None, description="KV cache size in bytes (unset: 1 GiB on the CPU build, vLLM's own sizing on a GPU)")

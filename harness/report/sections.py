@@ -30,6 +30,8 @@ def overview_section(metadata: Mapping[str, Any]) -> list[Block]:
         "servers: " + ", ".join(metadata["servers"]),
         "batchbench: " + ", ".join(metadata["harness_versions"]) + " at git " + ", ".join(metadata["git_shas"]),
     ]
+    if metadata.get("static_admission"):
+        items.append("static admission: " + "; ".join(metadata["static_admission"]))
     blocks: list[Block] = [Paragraph(f"Built from {metadata['runs']} runs."), Bullets(tuple(items))]
     if len(hosts) > 1:
         blocks.append(Paragraph(

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from launchers.engine_env import STEP_LOG_ENV
+from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.models import TINY, prepare_profile
 from launchers.static_scheduler import AsyncStaticBatchScheduler, StaticBatchScheduler
 from launchers.step_recorder import AsyncRecordingScheduler, RecordingScheduler
@@ -58,10 +59,10 @@ def ids(requests: list[tuple[int, int]]) -> list[str]:
     return [f"r{i}" for i in range(len(requests))]
 
 
-def run(engine, requests: list[tuple[int, int]]) -> list[dict[str, Any]]:
+def run(engine, requests: list[tuple[int, int]], max_iterations: int = 10_000) -> list[dict[str, Any]]:
     for request_id, (prompt, output) in zip(ids(requests), requests, strict=True):
         engine.add(request_id, prompt, output)
-    return engine.run()
+    return engine.run(max_iterations)
 
 
 def rows_with(rows: list[dict[str, Any]], key: str, request_id: str) -> list[int]:
@@ -179,6 +180,20 @@ def test_static_admits_only_when_the_batch_has_drained(engine, cls, depth):
     assert [row["waiting"] for row in rows[:8]] == [2] * 8
     if depth <= 2:
         assert [row["running"] for row in rows[5:8]] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("depth", (1, 2))
+@pytest.mark.parametrize("cls", STATIC, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(("count", "waits"), [(4, False), (3, True)], ids=["full", "short"])
+def test_static_waits_for_a_full_batch_up_to_its_max_batch_delay(engine, monkeypatch, cls, depth, count, waits):
+    # B requests waiting form a batch at once, as a burst's first batch does; fewer form one
+    # only once the oldest has waited the delay, with everyone waiting by then.
+    monkeypatch.setenv(BATCH_WAIT_ENV, "0.3")
+    driven = engine(cls, depth)
+    arrived = time.time()
+    rows = run(driven, REQUESTS[:count], max_iterations=10_000_000)
+    assert set(rows[0]["admitted"]) == set(ids(REQUESTS[:count]))
+    assert (rows[0]["t"] - arrived >= 0.3) is waits
 
 
 PREEMPTING = [(32, 60)] * 4 + [(32, 10)] * 2

@@ -93,3 +93,24 @@ def test_a_schedule_that_moved_past_five_percent_is_unstable():
     assert health.reasons == ["static: the schedule differed between repetitions: 5000-5600 engine steps"
                               " (±5.7%, limit ±5%)"]
     assert health.briefs == ["static schedule differed"]
+
+
+def test_at_one_speed_the_ratio_is_judged_and_the_measured_interval_is_a_note():
+    # Cap 128 continuous/naive in a default reproduction (2026-12-02): measured 1.78 (1.74-1.92),
+    # at one speed 1.676 (1.671-1.686).
+    ratios = {"continuous/naive": paired([1.74, 1.78, 1.92])}
+    at_one_speed = {"continuous/naive": paired([1.671, 1.676, 1.686])}
+    health = headline_health(ratios, [member("continuous", engines=DRIFTING), member("naive")], at_one_speed)
+    assert health.stable and health.reasons == []
+    assert health.notes[0] == ("continuous/naive measured: 95% interval ±5.1% of the median (paired by repetition),"
+                               " wider than the ±5% a headline ratio is held to: the machine's speed moved between"
+                               " runs, which one speed removes")
+
+
+def test_a_wide_interval_at_one_speed_is_unstable_whatever_the_measured_one():
+    ratios = {"continuous/static": paired([1.41, 1.42, 1.40])}
+    at_one_speed = {"continuous/static": paired([1.30, 1.42, 1.45])}
+    health = headline_health(ratios, [member("continuous"), member("static")], at_one_speed)
+    assert not health.stable
+    assert health.briefs == ["continuous/static at one speed ±5.3%"]
+    assert health.notes == []

@@ -39,7 +39,7 @@ def test_defaults_launch_the_tiny_model_on_localhost():
     spec = built["serve"]
     assert spec["mode"] == "static" and spec["model"] == "tiny" and spec["max_num_seqs"] == 16
     assert spec["host"] == "127.0.0.1" and spec["port"] is None and spec["layout"] == "auto"
-    assert spec["vllm_args"] == [] and spec["batch_wait_s"] == 0.0 and spec["kv_cache_bytes"] is None
+    assert spec["vllm_args"] == [] and spec["batch_wait_s"] == 1.0 and spec["kv_cache_bytes"] is None
     assert spec["startup_timeout_s"] == 600.0
 
 

@@ -66,7 +66,9 @@ def write_run(root, name, system, workload, outputs, B, step_cost=STEPS):
     (run_dir / "plan.json").write_text(json.dumps(plan))
     manifest = RunManifest(
         run_id=name, system=system, workload=workload, plan_sha256="0" * 64, batch_size=B,
-        endpoint="http://127.0.0.1:8000", model="tiny-llama", server={"vllm_version": "0.32.0"},
+        endpoint="http://127.0.0.1:8000", model="tiny-llama",
+        server={"vllm_version": "0.32.0", "mode": "static" if system == "static" else "continuous",
+                "batch_wait_s": 1.0},
         harness_version="0.1.0", git_sha="abc123", locust_version="2.47.0", host=HOST, telemetry_interval_s=STEP_S,
         started_at=T0, ended_at=float(step_end[-1]), counts=RunCounts(planned=len(outputs), sent=len(outputs),
                                                                       ok=len(outputs)),
@@ -161,6 +163,7 @@ def test_report_sections_carry_the_numbers(sweep):
     assert "40% of slot-time useful (static-seed, B=4)" in page
     assert "OPT-13B on A100 40GB" in page
     assert "Tiny synthetic runs." in page
+    assert "static admission: a batch forms when B requests wait or 1 s after the oldest waiting one arrived" in page
     # The step cost: 10 ms + 0.5 ms per sequence, so 16 sequences cost 18 / 10.5 = 1.7x one.
     assert "costs 1.7x one of 1" in page
     assert "Source: fitted on the engines" in page
