@@ -21,22 +21,19 @@ from pathlib import Path
 from harness.budget import MachineCost, size_for_budget
 from harness.budget.estimate import simulate_run
 from harness.cli.reproduce import CPU_WORKLOADS, DEFAULT_REPETITIONS
-from harness.paper.step_cost import LinearStepCost
+from harness.probe import summary_step_costs
 from harness.systems import SYSTEMS
 from harness.workload import build_plan, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent
-COEFFICIENTS = ("overhead_s", "per_sequence_s", "per_prefill_token_s", "per_context_token_s")
 
 
 def machine_from(report: Path, slower: float) -> MachineCost:
     """The machine a report's fitted step costs describe, `slower` times slower per step."""
-    continuous, static = json.loads((report / "summary.json").read_text())["step_models"][:2]
-
-    def cost(model: dict) -> LinearStepCost:
-        return LinearStepCost(*(model[name] * slower for name in COEFFICIENTS))
-
-    return MachineCost(cost(continuous), 16, 1.0, continuous["wave_gap_s"] * slower, {"static": cost(static)})
+    summary = json.loads((report / "summary.json").read_text())
+    costs = {mode: cost.scaled(slower) for mode, cost in summary_step_costs(summary).items()}
+    wave_gap_s = next(m["wave_gap_s"] for m in summary["step_models"] if m["server"].startswith("continuous"))
+    return MachineCost(costs["continuous"], 16, 1.0, wave_gap_s * slower, {"static": costs["static"]})
 
 
 def main() -> None:

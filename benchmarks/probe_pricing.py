@@ -18,9 +18,8 @@ from harness.analysis.engine import engine_metrics
 from harness.analysis.step_predict import fit_server_step_cost
 from harness.budget import MachineCost
 from harness.budget.estimate import simulate_run
-from harness.probe import machine_speed, reference_step_costs, scaled
+from harness.probe import reference_pricing
 from harness.rundir.reader import load_run
-from harness.systems import VLLM_SERVER_MODE
 from harness.workload import RequestPlan
 
 
@@ -32,12 +31,11 @@ def pricings(report: Path) -> dict[str, MachineCost]:
     batch_size = continuous.manifest.batch_size
     if continuous.steps is None:
         raise SystemExit(f"{report}: its continuous probe has no engine step log")
-    reference = reference_step_costs(continuous.manifest.server, batch_size)
-    if reference is None:
+    priced = reference_pricing(continuous.manifest.server, batch_size, continuous.steps, list(own))
+    if priced is None:
         raise SystemExit(f"{report}: its servers are not the reference's (model, B, vLLM version)")
-    speed = machine_speed(continuous.steps, reference["continuous"])
+    ref, speed = priced
     print(f"{report}: machine speed x{speed:.3f} against the reference")
-    ref = {system: scaled(reference[VLLM_SERVER_MODE[system]], speed) for system in own}
     return {name: MachineCost(costs["continuous"], batch_size, 0.0, system_step_costs={"static": costs["static"]})
             for name, costs in (("own fit", own), ("scaled reference", ref))}
 

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from harness.analysis.engine import engine_metrics
-from harness.analysis.step_cost_fit import StepCostFitError, busy_steps, modelled_seconds
+from harness.analysis.speed import busy_seconds
+from harness.analysis.step_cost_fit import StepCostFitError, busy_steps
 from harness.analysis.step_predict import fit_server_step_cost
 from harness.budget import MachineCost
 from harness.paper.step_cost import LinearStepCost
@@ -83,10 +84,10 @@ def probe_machine(
             return None
         steps[data.manifest.system] = data.steps
         overheads.append(max(run.seconds - engine_metrics(data.steps, batch_size).makespan_s, 0.0))
-    reference = reference_step_costs(targets["continuous"].server, batch_size) if "continuous" in targets else None
-    if reference is not None and "continuous" in steps:
-        speed = machine_speed(steps["continuous"], reference["continuous"])
-        costs = {system: scaled(reference[VLLM_SERVER_MODE[system]], speed) for system in costs}
+    # The continuous server is always probed: its cost prices continuous and naive.
+    priced = reference_pricing(targets["continuous"].server, batch_size, steps["continuous"], list(costs))
+    if priced is not None:
+        costs, speed = priced
         logger.info(f"pricing the plans with the reference's step costs at this machine's speed: x{speed:.2f}")
     # The continuous server's cost prices naive too (it serves naive's waves); static has its own server.
     machine = MachineCost(
@@ -94,6 +95,20 @@ def probe_machine(
         system_step_costs={system: cost for system, cost in costs.items() if system != "continuous"},
     )
     return Probe(machine, sum(run.seconds for run in finished))
+
+
+def reference_pricing(server: Mapping[str, Any] | None, batch_size: int, continuous_steps: pd.DataFrame,
+                      systems: Sequence[SystemName]) -> tuple[dict[SystemName, LinearStepCost], float] | None:
+    """Each system's step cost from the reference at this machine's speed, and that speed.
+
+    None when `server` does not run the reference's model, B and vLLM version: the probe's
+    own fit prices the job then.
+    """
+    reference = reference_step_costs(server, batch_size)
+    if reference is None:
+        return None
+    speed = machine_speed(continuous_steps, reference["continuous"])
+    return {system: reference[VLLM_SERVER_MODE[system]].scaled(speed) for system in systems}, speed
 
 
 def reference_step_costs(server: Mapping[str, Any] | None, batch_size: int,
@@ -108,20 +123,21 @@ def reference_step_costs(server: Mapping[str, Any] | None, batch_size: int,
             and {run.get("batch_size") for run in runs} == {batch_size})
     if not same:
         return None
+    costs = summary_step_costs(reference)
+    return costs if {"continuous", "static"} <= costs.keys() else None
+
+
+def summary_step_costs(summary: Mapping[str, Any]) -> dict[Mode, LinearStepCost]:
+    """The step cost fitted on each server of a report, from its summary.json (`step_models`)."""
     names = [field.name for field in fields(LinearStepCost)]
     costs: dict[Mode, LinearStepCost] = {}
-    for model in reference.get("step_models", []):
+    for model in summary.get("step_models", []):
         mode: Mode = "static" if model["server"].startswith("static") else "continuous"
         costs[mode] = LinearStepCost(*(model[name] for name in names))
-    return costs if {"continuous", "static"} <= costs.keys() else None
+    return costs
 
 
 def machine_speed(steps: pd.DataFrame, cost: LinearStepCost) -> float:
     """How much slower than `cost` a probe's busy steps ran (1: as priced; > 1: slower)."""
-    sample = busy_steps(steps)
-    return float(sample.seconds.sum() / modelled_seconds(cost, sample).sum())
-
-
-def scaled(cost: LinearStepCost, speed: float) -> LinearStepCost:
-    """`cost` with every coefficient times `speed`."""
-    return LinearStepCost(*(value * speed for value in cost.coefficients().values()))
+    measured, modelled = busy_seconds(busy_steps(steps), cost)
+    return measured / modelled

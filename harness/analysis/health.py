@@ -79,8 +79,8 @@ SAME_SCHEDULE = 0.02
 # back-to-back default reproductions (docs/validation/job-clock.md) the measured paired
 # ratios' intervals reached ±15% and the ratios moved up to 13% between jobs, while the
 # same ratios at one machine speed had intervals of at most ±2.5% and stayed within 3.1%
-# of the median of the three (1.0% in three later jobs). So where every run has an engine log the limit applies to
-# the ratio at one speed, and the measured interval is a note.
+# of the median of the three (1.0% in three later jobs). So where every run has an engine
+# log the limit applies to the ratio at one speed, and the measured interval is a note.
 MAX_HEADLINE_HALF_WIDTH = 0.05
 # A system whose engine step counts spread more than this (half their range over their
 # median) ran another schedule in some repetition, and that alone could move the ratio past

@@ -35,6 +35,7 @@ from harness.analysis.step_cost_fit import (
     fit_step_cost,
     modelled_seconds,
 )
+from harness.paper.step_cost import LinearStepCost
 
 # Fewer busy steps than this across all runs: no common step cost, no normalised figures.
 MIN_STEPS = 100
@@ -57,6 +58,11 @@ class RunTiming:
     tokens: float
 
 
+def busy_seconds(sample: StepSample, cost: LinearStepCost) -> tuple[float, float]:
+    """(measured, modelled): the busy steps' own seconds, and what `cost` says they cost."""
+    return float(sample.seconds.sum()), float(modelled_seconds(cost, sample).sum())
+
+
 def normalise(runs: Mapping[str, RunTiming]) -> tuple[StepCostFit | None, dict[str, SpeedNormalised]]:
     """The common step cost fit and each run's figures at its speed (runs without steps are left out)."""
     samples = {run_id: busy_steps(run.steps) for run_id, run in runs.items() if not run.steps.empty}
@@ -69,7 +75,7 @@ def normalise(runs: Mapping[str, RunTiming]) -> tuple[StepCostFit | None, dict[s
         return None, {}
     figures = {}
     for run_id, sample in samples.items():
-        measured, modelled = float(sample.seconds.sum()), float(modelled_seconds(fit.cost, sample).sum())
+        measured, modelled = busy_seconds(sample, fit.cost)
         run = runs[run_id]
         makespan = run.makespan_s - measured + modelled
         figures[run_id] = SpeedNormalised(

@@ -58,6 +58,10 @@ class LinearStepCost:
             "per_context_token_s": self.per_context_token_s,
         }
 
+    def scaled(self, factor: float) -> LinearStepCost:
+        """The same cost on a machine `factor` times slower per step (every coefficient times `factor`)."""
+        return LinearStepCost(*(value * factor for value in self.coefficients().values()))
+
     def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
         """Seconds of each step of a run of `active` sequences with the given contexts."""
         if active < 1:

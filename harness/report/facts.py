@@ -232,7 +232,7 @@ def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:
         "models": unique(m.model for m in manifests),
         "vllm_versions": unique(_vllm_version(m) for m in manifests),
         "servers": unique(_server(m) for m in manifests),
-        "static_admission": unique(_static_admission(m) for m in manifests
+        "static_admission": unique(_static_admission(m.server.get("batch_wait_s")) for m in manifests
                                    if m.server and m.server.get("mode") == "static"),
         "harness_versions": unique(m.harness_version for m in manifests),
         "git_shas": unique(m.git_sha or "unknown" for m in manifests),
@@ -251,9 +251,8 @@ def _server(manifest: RunManifest) -> str:
     return "unknown (external server)" if build is None else " ".join(build)
 
 
-def _static_admission(manifest: RunManifest) -> str:
-    """When the static server started a batch: its max batch delay, as launched."""
-    wait = (manifest.server or {}).get("batch_wait_s")
+def _static_admission(wait: float | None) -> str:
+    """When the static server started a batch, from its max batch delay as launched."""
     if wait is None:
         return "unknown"
     if wait == 0:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.paper.step_cost import LinearStepCost
-from harness.probe import REFERENCE_SUMMARY, machine_speed, reference_step_costs, scaled
+from harness.probe import REFERENCE_SUMMARY, machine_speed, reference_step_costs
 
 # What our launcher records of the CPU default's server (a run manifest's `server`).
 CPU_DEFAULT = {"model": "tiny", "vllm_version": "0.32.0", "max_num_seqs": 16}
@@ -60,5 +60,5 @@ def test_the_machine_speed_is_the_probe_s_busy_time_over_the_priced_time():
 
 
 def test_scaling_a_cost_scales_every_coefficient():
-    cost = scaled(LinearStepCost(0.005, 0.0003, 7e-5, 3e-7), 1.2)
+    cost = LinearStepCost(0.005, 0.0003, 7e-5, 3e-7).scaled(1.2)
     assert list(cost.coefficients().values()) == pytest.approx([0.006, 0.00036, 8.4e-5, 3.6e-7])
