@@ -3,10 +3,9 @@ and the per-run overhead that the job's plan is estimated and sized with (harnes
 
 One small burst per server, on the widest spread of the job's workloads, made as an
 ordinary run into the probe's own directory, then fitted as the report fits its runs
-(harness.analysis.step_predict). A burst of one spread cannot price the others well: its
-fit priced a job's continuous runs 3-21% high (median by job) on one day and 3-20% low on
-another, and a burst mixed from every spread fitted worse still
-(docs/validation/job-clock.md). So where the servers run what the committed reference
+(harness.analysis.step_predict). A burst of one spread prices the other spreads poorly, in
+either direction from one day to the next, and a burst mixed from every spread fitted worse
+still (docs/validation/job-clock.md). So where the servers run what the committed reference
 reproduction ran (its model, B and vLLM version), the plans are priced with the
 reference's step costs, fitted on all 36 of its runs, at this machine's speed: one factor,
 the continuous probe's busy time over what the reference's cost makes of its steps.
