@@ -46,8 +46,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--margin", type=float, default=DEFAULT_RULE.margin, help="a second test must show the"
                         " candidate slower than the baseline lowered by this share (default"
                         f" {DEFAULT_RULE.margin:g}), not merely slower")
-    parser.add_argument("--metric", choices=METRIC_CHOICES, default="auto", help="figure compared (default auto: the"
-                        " engine's total tok/s when every repetition has it, else the client's)")
+    parser.add_argument("--metric", choices=METRIC_CHOICES, default="auto", help="figure compared (default auto: p50"
+                        " E2E for Poisson arrivals, whose throughput is the offered rate; else the engine's total"
+                        " tok/s when every repetition has it, else the client's)")
     parser.add_argument("--pool-hardware", action="store_true", help="baseline from any machine, not only the"
                         " candidate's")
     parser.add_argument("--pool-servers", action="store_true", help="baseline from any server version, not only the"

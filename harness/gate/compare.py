@@ -14,7 +14,11 @@ noise: any makes the configuration inconclusive, with the count in the reasons.
 The figure compared is throughput, tok/s, higher is better. By default the engine's
 own (engine_total_tok_s: measured at the source, without the client's network and
 streaming) when every repetition on both sides has it, else Anyscale's total tok/s over the
-client's makespan; the output says which.
+client's makespan; the output says which. Open-loop repetitions (Poisson arrivals) are the
+exception: their throughput is the offered rate whatever the server does, so by default
+they are judged on their median end-to-end latency (e2e_p50_s), as its reciprocal, so
+that the statistics and the ratio read the same way: below 1 is worse (the ratio is
+baseline latency over candidate latency).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.analysis.stats import Estimate, median_ci
-from harness.gate.rule import GateRule, MetricChoice
+from harness.gate.rule import LOWER_IS_BETTER, GateRule, MetricChoice
 from harness.gate.statistics import Outcome, Verdict, between_night_noise, decide
 from harness.history.rows import RepetitionRow
 
@@ -94,9 +98,12 @@ def label(row: RepetitionRow) -> str:
 
 
 def choose_metric(requested: MetricChoice, rows: Sequence[RepetitionRow]) -> str:
-    """The figure to compare: the engine's when `auto` and every row has one, else total tok/s."""
+    """The figure to compare; with `auto`: p50 E2E when `rows[0]` (a candidate) arrived open loop,
+    else the engine's total tok/s when every row has one, else the client's."""
     if requested != "auto":
         return requested
+    if rows and rows[0].arrival == "poisson":
+        return "e2e_p50_s"
     return "engine_total_tok_s" if rows and all(_value(row, "engine_total_tok_s") for row in rows) else "total_tok_s"
 
 
@@ -139,7 +146,8 @@ def judge_config(
     if not values or not base_values:
         side = "candidate" if not values else "baseline"
         return result("inconclusive", [f"no usable {side} repetition measured {chosen}", *set_aside, *base_aside])
-    verdict = decide(base_values, values, rule, between_night_noise([night for night in nights if night]),
+    verdict = decide(_judged(base_values, chosen), _judged(values, chosen), rule,
+                     between_night_noise([night for night in nights if night]),
                      problems=_failed(candidate, "candidate") + _failed(baseline.repetitions, "baseline"))
     return result(verdict.outcome, [*verdict.reasons, *set_aside, *base_aside], median_ci(base_values), verdict)
 
@@ -174,6 +182,11 @@ def _value(row: RepetitionRow, metric: str) -> float | None:
 
 def _values(rows: Sequence[RepetitionRow], metric: str) -> list[float]:
     return [value for value in (_value(row, metric) for row in rows) if value is not None]
+
+
+def _judged(values: Sequence[float], metric: str) -> list[float]:
+    """What the statistics compare: the figure, or its reciprocal where lower is better."""
+    return [1.0 / value for value in values] if metric in LOWER_IS_BETTER else list(values)
 
 
 def _usable(rows: Sequence[RepetitionRow], side: str) -> tuple[list[RepetitionRow], list[str]]:

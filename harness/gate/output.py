@@ -13,15 +13,17 @@ from typing import Any
 
 from harness.analysis.stats import Estimate
 from harness.gate.compare import ConfigVerdict, GateResult
+from harness.gate.rule import format_figure
 
 HEADER = ("configuration", "metric", "baseline (95% CI)", "candidate (95% CI)", "ratio (95% CI)", "p", "verdict", "why")
 VERDICT_WORDS = {"pass": "PASS", "regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}
 
 
-def _estimate(value: Estimate | None) -> str:
+def _estimate(value: Estimate | None, metric: str) -> str:
     if value is None or not math.isfinite(value.point):
         return "-"
-    return f"{value.point:,.0f} [{value.low:,.0f}-{value.high:,.0f}] n={value.n}"
+    return (f"{format_figure(metric, value.point)} [{format_figure(metric, value.low)}-"
+            f"{format_figure(metric, value.high)}] n={value.n}")
 
 
 def _ratio(config: ConfigVerdict) -> str:
@@ -38,7 +40,8 @@ def _p(config: ConfigVerdict) -> str:
 def rows(result: GateResult) -> list[tuple[str, ...]]:
     """One row of formatted cells per configuration, in HEADER's order."""
     return [
-        (config.label, config.metric, _estimate(config.baseline), _estimate(config.candidate), _ratio(config),
+        (config.label, config.metric, _estimate(config.baseline, config.metric),
+         _estimate(config.candidate, config.metric), _ratio(config),
          _p(config), VERDICT_WORDS[config.outcome], config.reasons[0])
         for config in result.configs
     ]
@@ -66,7 +69,7 @@ def to_markdown(result: GateResult) -> str:
     def line(cells: tuple[str, ...]) -> str:
         return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
-    parts = [f"## Throughput gate: {VERDICT_WORDS[result.outcome]}", "", line(HEADER), line(("---",) * len(HEADER))]
+    parts = [f"## Regression gate: {VERDICT_WORDS[result.outcome]}", "", line(HEADER), line(("---",) * len(HEADER))]
     parts += [line(row) for row in rows(result)]
     details = [f"- **{c.label}** ({VERDICT_WORDS[c.outcome]}, baseline: {c.baseline_description}): "
                + "; ".join(c.reasons) for c in result.configs]

@@ -50,8 +50,17 @@ class GateRule:
 # What the CLI and a nightly suite apply unless told otherwise.
 DEFAULT_RULE = GateRule()
 
-# The figure compared: the engine's total tok/s when every repetition has it, else the client's.
-MetricChoice = Literal["auto", "engine_total_tok_s", "total_tok_s", "output_tok_s"]
+# The figure compared. `auto`: for open-loop (Poisson) repetitions the median end-to-end latency,
+# since their throughput is the offered rate whatever the server does; otherwise the engine's
+# total tok/s when every repetition has it, else the client's.
+MetricChoice = Literal["auto", "engine_total_tok_s", "total_tok_s", "output_tok_s", "e2e_p50_s"]
 METRIC_CHOICES: tuple[MetricChoice, ...] = get_args(MetricChoice)
+# Figures where lower is better: the gate judges their reciprocals, so that a drop is a regression throughout.
+LOWER_IS_BETTER = frozenset({"e2e_p50_s"})
+
+
+def format_figure(metric: str, value: float) -> str:
+    """A figure of `metric` as the gate's tables print it: seconds to 3 digits, tok/s to the unit."""
+    return f"{value:.3g} s" if metric in LOWER_IS_BETTER else f"{value:,.0f}"
 # A rolling baseline: the last this many accepted nights of a configuration.
 BASELINE_NIGHTS = 7

@@ -43,6 +43,7 @@ def repetition_from_run(
         system=manifest.system,
         batch_size=manifest.batch_size,
         workload=run.entry.workload,
+        arrival=manifest.workload.get("arrival", {}).get("kind", UNKNOWN),
         plan_sha256=manifest.plan_sha256,
         harness_version=manifest.harness_version,
         cpu=manifest.host.cpu,

@@ -49,6 +49,8 @@ class RepetitionRow(BaseModel):
     system: SystemName = Field(description="batching system: continuous, static or naive")
     batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive")
     workload: str = Field(description="workload name")
+    arrival: str = Field("unknown", description="the workload's arrivals: burst, closed or poisson ('unknown' in"
+                         " rows recorded before the history kept it)")
     plan_sha256: str = Field(description="hash of the run's plan.json: the exact requests sent")
     harness_version: str = Field(description="batchbench version that ran the repetition")
     cpu: str = Field(description="client machine's processor model")

@@ -1,4 +1,4 @@
-"""The history store's SQLite schema (version 2), its upgrades, and RepetitionRow to and from its columns.
+"""The history store's SQLite schema (version 3), its upgrades, and RepetitionRow to and from its columns.
 
 One table, `repetitions`, one row per RepetitionRow plus its two derived keys. Timestamps are
 stored as fixed-width ISO 8601 UTC text ('YYYY-MM-DDTHH:MM:SS.ffffffZ'), so text order
@@ -6,7 +6,7 @@ is time order; booleans as 0/1; health reasons as a JSON list. The schema's vers
 SQLite's `PRAGMA user_version`: 0 means a new file, to be created.
 
 Version 1 named the table `trials` and the column `invocation_id` `batch_id`; UPGRADES
-renames them in place, keeping every row.
+renames them in place, keeping every row. Version 2 had no `arrival`: its rows read "unknown".
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.history.rows import RepetitionRow
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 CREATE_STATEMENTS = (
@@ -32,6 +32,7 @@ CREATE_STATEMENTS = (
         system TEXT NOT NULL,
         batch_size INTEGER NOT NULL,
         workload TEXT NOT NULL,
+        arrival TEXT NOT NULL DEFAULT 'unknown',
         plan_sha256 TEXT NOT NULL,
         harness_version TEXT NOT NULL,
         cpu TEXT NOT NULL,
@@ -83,6 +84,7 @@ UPGRADES: dict[int, tuple[str, ...]] = {
         "DROP INDEX trials_by_config",
         "DROP INDEX trials_by_batch",
     ),
+    2: ("ALTER TABLE repetitions ADD COLUMN arrival TEXT NOT NULL DEFAULT 'unknown'",),
 }
 INSERT = f"INSERT INTO repetitions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 

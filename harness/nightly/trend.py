@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from harness.gate.compare import ConfigVerdict, GateResult
 from harness.gate.output import HEADER, rows, summary_line
+from harness.gate.rule import format_figure
 from harness.nightly.changes import ChangePoint, change_points
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.plots import to_png
@@ -94,7 +95,8 @@ def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.D
         blocks.append(Heading(config.label, 2))
         blocks.append(Image(f"trend-{index}", trend_plot(points, config, changes),
                             f"{config.label}: {len(points)} nights; tonight {config.outcome}"))
-        notes = [f"change point before {points[c.index].invocation_id}: {c.before:,.0f} -> {c.after:,.0f}"
+        notes = [f"change point before {points[c.index].invocation_id}: {format_figure(config.metric, c.before)}"
+                 f" -> {format_figure(config.metric, c.after)}"
                  f" ({c.change:+.1%}, p = {c.pvalue:.2g})" for c in changes]
         notes.append("; ".join(config.reasons))
         blocks.append(Bullets(tuple(notes)))

@@ -89,7 +89,9 @@ class SweepMeasurements:
         prediction = predicted.get(self._runs[(point.system, point.offered_rate)].manifest.run_id)
         if prediction is None:
             return point
-        return replace(point, predicted_e2e_p50_s=prediction.e2e_p50_s, predicted_ttft_p50_s=prediction.ttft_p50_s)
+        return replace(point, predicted_e2e_p50_s=prediction.e2e_p50_s, predicted_ttft_p50_s=prediction.ttft_p50_s,
+                       run_speed=prediction.run_speed,
+                       predicted_e2e_p50_at_run_speed_s=prediction.e2e_p50_at_run_speed_s)
 
     def _e2e(self, system: str, rate: float) -> np.ndarray:
         run = self._runs.get((system, rate))

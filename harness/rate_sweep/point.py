@@ -57,6 +57,9 @@ class RatePoint:
     # Simulated from a step cost fitted on the same server's other runs (harness.rate_sweep.predict); NaN: none.
     predicted_e2e_p50_s: float = math.nan
     predicted_ttft_p50_s: float = math.nan
+    # The run's own steps against that fit (measured over modelled seconds), and the prediction at that speed.
+    run_speed: float = math.nan
+    predicted_e2e_p50_at_run_speed_s: float = math.nan
 
     @property
     def keeps_up(self) -> bool:
@@ -66,7 +69,12 @@ class RatePoint:
     @property
     def prediction_error(self) -> float:
         """Measured p50 E2E over predicted, minus 1 (NaN without a prediction)."""
-        return self.e2e_p50_s / self.predicted_e2e_p50_s - 1.0 if self.predicted_e2e_p50_s > 0 else math.nan
+        return _relative(self.e2e_p50_s, self.predicted_e2e_p50_s)
+
+    @property
+    def prediction_error_at_run_speed(self) -> float:
+        """Measured p50 E2E over the prediction at the run's own step speed, minus 1 (NaN without one)."""
+        return _relative(self.e2e_p50_s, self.predicted_e2e_p50_at_run_speed_s)
 
     @property
     def growth_ratio(self) -> float:
@@ -177,3 +185,7 @@ def _median_interval(values: pd.Series) -> Estimate:
     if finite.empty:
         return Estimate(math.nan, math.nan, math.nan, 0, "no values")
     return median_ci(finite.to_numpy(dtype=float), resamples=1999)
+
+
+def _relative(measured: float, predicted: float) -> float:
+    return measured / predicted - 1.0 if predicted > 0 else math.nan

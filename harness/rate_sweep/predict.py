@@ -6,6 +6,14 @@ rate is predicted without its own run. The schedule simulator (harness.paper.sim
 replays the run's plan, its arrival times included, under that step cost and, for static,
 the server's max batch delay. A request's predicted E2E is its simulated finish minus its
 arrival; the client's own overhead (HTTP, tokenising, streaming) is not in it.
+
+The machine's speed moves from run to run (up to ±20% on a shared 2-core VM), which no fit
+on other runs can know. So each prediction also says how fast the run's own steps were
+against the fit (`run_speed`: the measured window's busy steps, their measured seconds over
+what the held-out cost says they cost) and what the simulator predicts at that speed. That
+second figure uses one number from the run itself, never its latencies: where it agrees with
+the measurement and the held-out one does not, the miss was the machine's speed, not the
+schedule.
 """
 
 from __future__ import annotations
@@ -18,9 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.gap import simulate_plan
-from harness.analysis.step_cost_fit import StepCostFitError
+from harness.analysis.speed import busy_seconds
+from harness.analysis.step_cost_fit import StepCostFitError, busy_steps
 from harness.analysis.step_predict import fit_server_step_cost, runs_by_server
-from harness.paper.step_cost import StepCost
+from harness.paper.step_cost import LinearStepCost
 from harness.rundir.reader import RunData
 
 
@@ -31,6 +40,8 @@ class PredictedPoint:
     e2e_p50_s: float
     ttft_p50_s: float
     fitted_on: tuple[str, ...]  # the runs whose steps the step cost was fitted on
+    run_speed: float = math.nan  # the run's measured-window steps: measured seconds over the fit's (>1: slower)
+    e2e_p50_at_run_speed_s: float = math.nan  # the same simulation with the step cost scaled by run_speed
 
 
 def predict_points(runs: Sequence[RunData], warmup_s: float,
@@ -52,19 +63,31 @@ def predict_points(runs: Sequence[RunData], warmup_s: float,
     return predicted
 
 
-def _predict(run: RunData, step_cost: StepCost, warmup_s: float, batch_wait_s: float,
+def _predict(run: RunData, step_cost: LinearStepCost, warmup_s: float, batch_wait_s: float,
              fitted_on: tuple[str, ...]) -> PredictedPoint:
     assert run.plan is not None, "predict_points keeps only runs with a plan"
-    schedule = simulate_plan(run.plan["requests"], run.manifest.batch_size, run.manifest.system, step_cost,
-                             static_batch_wait_s=batch_wait_s)
-    if schedule is None:
-        return PredictedPoint(math.nan, math.nan, fitted_on)
-    arrivals = np.array([request["arrival_s"] for request in run.plan["requests"]], dtype=float)
+    requests = run.plan["requests"]
+    arrivals = np.array([request["arrival_s"] for request in requests], dtype=float)
     measured = arrivals >= warmup_s
-    if not measured.any():
-        return PredictedPoint(math.nan, math.nan, fitted_on)
-    return PredictedPoint(
-        e2e_p50_s=float(np.median(schedule.finish_s[measured] - arrivals[measured])),
-        ttft_p50_s=float(np.median(schedule.first_token_s[measured] - arrivals[measured])),
-        fitted_on=fitted_on,
-    )
+
+    def simulated(cost: LinearStepCost) -> tuple[float, float]:
+        schedule = simulate_plan(requests, run.manifest.batch_size, run.manifest.system, cost,
+                                 static_batch_wait_s=batch_wait_s)
+        if schedule is None or not measured.any():
+            return math.nan, math.nan
+        return (float(np.median(schedule.finish_s[measured] - arrivals[measured])),
+                float(np.median(schedule.first_token_s[measured] - arrivals[measured])))
+
+    e2e, ttft = simulated(step_cost)
+    speed = _run_speed(run, step_cost, warmup_s)
+    at_speed = simulated(step_cost.scaled(speed))[0] if math.isfinite(speed) else math.nan
+    return PredictedPoint(e2e, ttft, fitted_on, speed, at_speed)
+
+
+def _run_speed(run: RunData, step_cost: LinearStepCost, warmup_s: float) -> float:
+    """Measured over modelled busy seconds of the run's steps from the end of its warm-up (NaN: none)."""
+    assert run.steps is not None, "predict_points keeps only runs with engine steps"
+    start = float(run.records["scheduled_s"].min())
+    sample = busy_steps(run.steps.loc[run.steps["t_s"] >= start + warmup_s])
+    measured_s, modelled_s = busy_seconds(sample, step_cost)
+    return measured_s / modelled_s if len(sample) and modelled_s > 0 else math.nan

@@ -32,6 +32,32 @@ def test_the_engine_figure_is_compared_when_every_repetition_has_it(make_repetit
     assert choose_metric("output_tok_s", [make_repetition()]) == "output_tok_s"
 
 
+def test_open_loop_repetitions_are_judged_on_their_median_latency(make_repetition):
+    poisson = make_repetition(arrival="poisson")
+    assert choose_metric("auto", [poisson, make_repetition(arrival="unknown")]) == "e2e_p50_s"
+    assert choose_metric("auto", [make_repetition(arrival="burst"), poisson]) == "engine_total_tok_s"
+    assert choose_metric("total_tok_s", [poisson]) == "total_tok_s"
+
+
+def latency_night(make_night, name, day, latencies):
+    return [row.model_copy(update={"e2e_p50_s": latency})
+            for row, latency in zip(make_night(name, day, STEADY, arrival="poisson"), latencies, strict=True)]
+
+
+def test_a_rise_in_latency_is_a_regression_and_a_fall_is_not(make_night):
+    steady = [s / 1000 for s in STEADY]  # seconds, around 1 s
+    base = BaselineSample(tuple(tuple(latency_night(make_night, f"b{n}", n, steady)) for n in range(3)), "test")
+    slower = judge_config(latency_night(make_night, "c", 10, [v * 1.12 for v in steady]), base, RULE)
+    assert slower.metric == "e2e_p50_s" and slower.outcome == "regression"
+    # The ratio reads as for throughput: baseline latency over candidate latency, below 1 when worse.
+    assert slower.verdict is not None and slower.verdict.ratio.point == pytest.approx(1 / 1.12, abs=0.01)
+    # The estimates stay in seconds.
+    assert slower.candidate.point == pytest.approx(1.12, abs=0.02)
+    assert slower.baseline is not None and slower.baseline.point == pytest.approx(1.0, abs=0.01)
+    assert judge_config(latency_night(make_night, "c", 10, [v * 0.88 for v in steady]), base, RULE).outcome == "pass"
+    assert judge_config(latency_night(make_night, "c", 10, steady), base, RULE).outcome == "pass"
+
+
 def test_an_unstable_repetition_is_set_aside_and_the_rest_decide(make_night):
     base = baseline(make_night, nights=2)
     candidate = make_night("c", 10, STEADY)

@@ -49,7 +49,7 @@ def test_text_and_markdown_tables_name_every_verdict(make_night):
         assert words in text and words in markdown
     assert text.rstrip().splitlines()[-1] == (
         "gate: REGRESSION (1 pass, 1 regression, 1 inconclusive; threshold 5%, alpha 0.02) -> exit 1")
-    assert markdown.startswith("## Throughput gate: REGRESSION\n\n| configuration |")
+    assert markdown.startswith("## Regression gate: REGRESSION\n\n| configuration |")
 
 
 def test_publish_writes_each_file_and_appends_to_the_step_summary(make_night, tmp_path, capsys):
@@ -60,4 +60,16 @@ def test_publish_writes_each_file_and_appends_to_the_step_summary(make_night, tm
     assert "REGRESSION" in capsys.readouterr().out
     assert ET.parse(to.junit_xml).getroot().tag == "testsuite"
     assert json.loads(to.json.read_text())["outcome"] == "regression"
-    assert summary.read_text().startswith("earlier step\n## Throughput gate: REGRESSION")
+    assert summary.read_text().startswith("earlier step\n## Regression gate: REGRESSION")
+
+
+def test_a_latency_configuration_prints_its_figures_in_seconds(make_night):
+    def latencies(name, day, scale):
+        return [row.model_copy(update={"e2e_p50_s": scale * value / 1000})
+                for row, value in zip(make_night(name, day, STEADY, arrival="poisson"), STEADY, strict=True)]
+
+    base = BaselineSample(tuple(tuple(latencies(f"b{n}", n, 1.0)) for n in range(3)), "last 3 accepted nights")
+    result = gate(latencies("c", 9, 1.2), {base.repetitions[0].config_key: base}, GateRule())
+    row = to_text(result).splitlines()[1]
+    assert "e2e_p50_s" in row and "1 s [0.995 s-1 s] n=15" in row and "1.2 s [1.19 s-1.21 s] n=5" in row
+    assert "REGRESSION" in row

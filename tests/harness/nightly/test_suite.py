@@ -14,6 +14,8 @@ def test_shipped_suites_load_with_their_workloads():
     cpu = load_suite("cpu-nightly")
     assert [spec.name for spec in cpu.specs] == list(cpu.suite.workloads)
     assert cpu.suite.systems == ("continuous", "static") and cpu.suite.server.model == "tiny"
+    # The latency half is gated too: one open-loop workload beside the two bursts.
+    assert [spec.arrival.kind for spec in cpu.specs] == ["burst", "burst", "poisson"]
     h100 = load_suite("h100-nightly")
     assert h100.suite.server.model == "llama-3.1-8b" and len(h100.specs) == 4
     assert load_suite("cpu-transformers-nightly").suite.systems == ("hf-continuous", "hf-sequential")

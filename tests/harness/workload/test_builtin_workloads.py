@@ -79,3 +79,10 @@ def test_unknown_builtin_is_a_usage_error():
     with pytest.raises(UsageError, match=known):
         workloads.builtin_workload_path("nope")
     assert workloads.builtin_workload_path("cpu-poisson.yaml").name == "cpu-poisson.yaml"
+
+
+def test_the_nightly_latency_workload_is_the_sweeps_at_one_rate():
+    fixed, sweep = load_spec("cpu-anyscale-latency-at-3rps"), load_spec("cpu-anyscale-latency")
+    assert (fixed.prompt_tokens, fixed.output_tokens, fixed.seed) == (sweep.prompt_tokens, sweep.output_tokens,
+                                                                       sweep.seed)
+    assert fixed.arrival.kind == "poisson" and fixed.arrival.rate == 3 and fixed.duration_s == 24
