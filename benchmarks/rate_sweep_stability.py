@@ -3,7 +3,8 @@
 Takes the report directories of several `batchbench sweep-rates` runs (their summary.json)
 and prints, per sweep: each system's saturation, knee and rate held under the SLO, the
 ratio continuous/static of the held rates, static's median queue wait over continuous's
-where static's queue grew, and the worst measured-vs-predicted p50 E2E below the knees.
+where static's queue grew, and the worst measured-vs-predicted p50 E2E below the knees (held
+out, and at each run's own step speed).
 Then, for each knee and for the held ratio, the largest deviation from the median of the
 sweeps. The issue-25 targets: knees within ±10%, the held ratio within ±10% of the median
 of three, queue-wait ratios at least 5x, predictions within 15% below the knee.
@@ -39,6 +40,8 @@ def sweep_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "knee ratio continuous/static": summary["knee_ratio"]["continuous/static"],
         "queue wait static/continuous where static's queue grew (min)": min(queue_ratios, default=None),
         "worst prediction error below knee": summary["worst_prediction_error_below_knee"],
+        "worst prediction error below knee at the run's speed": summary.get(
+            "worst_prediction_error_below_knee_at_run_speed"),
         "decode step ms at B": summary["decode_step_ms"],
     }
 

@@ -30,7 +30,11 @@ docs/validation/process-layout.md):
   would call every such run client-bound. Either check's words say "client-bound" and
   suggest more client processes (`--workers N`); `client_bound` lists them.
 - client vs engine generated tok/s within 2%, and the same token count at both ends:
-  otherwise the client's clock or stream, not the server, made the figure.
+  otherwise the client's clock or stream, not the server, made the figure. Under open-loop
+  (Poisson) arrivals the throughput is the offered rate, not a figure of the run, and the
+  engine's window starts at its first step, which static's max batch delay holds back by
+  up to its wait after the first arrival (1 s: 4% of a 25 s run): there the throughput
+  disagreement is a note. The token count still has to agree.
 - cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions; the engine's
   steps say whether repetitions ran another schedule or the same one at another speed
   (machine_speed_check). A cell spread only by the machine's speed gets a warning (a
@@ -172,10 +176,11 @@ def run_health(
     coalesced_share: float,
     loop_lag_p50_s: float | None = None,
     median_itl_s: float = math.nan,
+    open_loop: bool = False,
 ) -> Health:
     """The health of one run from what its client, its engine and its telemetry measured.
 
-    `median_itl_s`: the median request's TPOT (see the module docstring).
+    `median_itl_s`: the median request's TPOT; `open_loop`: Poisson arrivals (see the module docstring).
     """
     ms = 1000.0
     # Where the engine's step log exists it is the judge of the client's timing (agreement
@@ -206,7 +211,8 @@ def run_health(
         checks.append(_at_most("front-end starvation", front_end_starved, MAX_FRONT_END_STARVED, "unstable",
                                f"engine had a free slot while sent requests had not reached it for"
                                f" {front_end_starved:.1%} of the run: the front end set the pace"))
-        checks.append(_at_most("client vs engine", abs(disagreement), MAX_DISAGREEMENT, "unstable",
+        checks.append(_at_most("client vs engine", abs(disagreement), MAX_DISAGREEMENT,
+                               "note" if open_loop else "unstable",
                                f"client and engine throughput differ by {disagreement:+.1%}"))
         counted = Check("token count", float(client_generated_tokens - engine.generated_tokens), 0.0,
                         client_generated_tokens == engine.generated_tokens, "unstable",

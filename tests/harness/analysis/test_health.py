@@ -115,6 +115,16 @@ def test_a_late_send_is_unstable_without_engine_steps_or_when_paced(burst):
     assert health.reasons == ["client sent late: p99 380 ms behind plan"]
 
 
+def test_client_and_engine_throughput_may_differ_under_open_loop_arrivals_but_not_their_tokens():
+    # Static's batch delay holds the engine's first step back by up to 1 s after the first arrival.
+    disagreeing = healthy(client_generated_tok_s=192.0)
+    assert run_health(**disagreeing).reasons == ["client and engine throughput differ by -4.0%"]
+    open_loop = run_health(**disagreeing, open_loop=True)
+    assert open_loop.stable and open_loop.notes == ["client and engine throughput differ by -4.0%"]
+    miscounted = run_health(**healthy(client_generated_tokens=11_000), open_loop=True)
+    assert not miscounted.stable
+
+
 def test_without_engine_steps_a_lag_inside_the_limit_is_stable():
     assert run_health(**healthy(engine=None)).stable
 
