@@ -10,6 +10,11 @@ the figures the report shows. What the manifest does not record is decided here:
 - engine_total_tok_s: the run's (prompt + useful) tokens, as metrics counts them, over
   the engine's own window (harness.analysis.engine): total tok/s without the client's
   network and streaming at both ends. None without an engine step log.
+- e2e_p50_at_one_speed_s: the median E2E divided by the run's speed (its busy steps'
+  measured over modelled seconds under one step cost fitted on every run assessed with it:
+  harness.analysis.speed). A run whose steps ran 8% slow has its latency taken down 8%. The
+  speeds of one invocation centre on 1, so a slowdown of the whole night stays in the
+  figure; the swing from one run to the next does not. None without an engine step log.
 """
 
 from __future__ import annotations
@@ -70,10 +75,16 @@ def repetition_from_run(
         e2e_p90_s=metrics.e2e_s.p90,
         e2e_p99_s=metrics.e2e_s.p99,
         engine_total_tok_s=_engine_total_tok_s(metrics, run.engine),
+        e2e_p50_at_one_speed_s=_at_one_speed(metrics.e2e_s.p50, run),
         errors=metrics.failed,
         stable=run.health.stable,
         health_reasons=tuple(run.health.reasons),
     )
+
+
+def _at_one_speed(latency_s: float, run: AssessedRun) -> float | None:
+    speed = run.normalised.speed if run.normalised is not None else math.nan
+    return latency_s / speed if math.isfinite(speed) and speed > 0 and math.isfinite(latency_s) else None
 
 
 def _engine_total_tok_s(metrics: RunMetrics, engine: EngineMetrics | None) -> float | None:

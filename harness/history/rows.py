@@ -81,6 +81,10 @@ class RepetitionRow(BaseModel):
     engine_total_tok_s: Measured = Field(
         description="(prompt + useful) tokens per second of the engine's own window; None without an engine log"
     )
+    e2e_p50_at_one_speed_s: Measured = Field(
+        None, description="median E2E over the run's speed against one step cost fitted on every run of its"
+        " invocation (harness.analysis.speed): the run-to-run swing of the machine removed, the invocation's own"
+        " level kept; None without an engine log")
     errors: int = Field(ge=0, description="failed requests")
     stable: bool = Field(description="the run's health verdict: True for STABLE")
     health_reasons: tuple[str, ...] = Field(description="why the run is UNSTABLE, in words (empty when stable)")

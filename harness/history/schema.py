@@ -6,7 +6,8 @@ is time order; booleans as 0/1; health reasons as a JSON list. The schema's vers
 SQLite's `PRAGMA user_version`: 0 means a new file, to be created.
 
 Version 1 named the table `trials` and the column `invocation_id` `batch_id`; UPGRADES
-renames them in place, keeping every row. Version 2 had no `arrival`: its rows read "unknown".
+renames them in place, keeping every row. Version 2 had no `arrival` (its rows read "unknown")
+and no `e2e_p50_at_one_speed_s` (NULL).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ CREATE_STATEMENTS = (
         e2e_p90_s REAL,
         e2e_p99_s REAL,
         engine_total_tok_s REAL,
+        e2e_p50_at_one_speed_s REAL,
         errors INTEGER NOT NULL,
         stable INTEGER NOT NULL,
         health_reasons TEXT NOT NULL
@@ -72,7 +74,7 @@ COLUMNS: tuple[str, ...] = ("config_key", "hardware_key", *RepetitionRow.model_f
 # The figures a baseline can be taken of: every nullable number of a repetition.
 METRICS = (
     "output_tok_s", "total_tok_s", "req_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s",
-    "tpot_p99_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "engine_total_tok_s",
+    "tpot_p99_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "engine_total_tok_s", "e2e_p50_at_one_speed_s",
 )
 BOOLEAN_COLUMNS = ("accepted", "stable")
 # The statements that take a file from version N (the key) to N + 1. Old indexes are
@@ -84,7 +86,10 @@ UPGRADES: dict[int, tuple[str, ...]] = {
         "DROP INDEX trials_by_config",
         "DROP INDEX trials_by_batch",
     ),
-    2: ("ALTER TABLE repetitions ADD COLUMN arrival TEXT NOT NULL DEFAULT 'unknown'",),
+    2: (
+        "ALTER TABLE repetitions ADD COLUMN arrival TEXT NOT NULL DEFAULT 'unknown'",
+        "ALTER TABLE repetitions ADD COLUMN e2e_p50_at_one_speed_s REAL",
+    ),
 }
 INSERT = f"INSERT INTO repetitions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 

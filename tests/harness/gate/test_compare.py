@@ -35,6 +35,10 @@ def test_the_engine_figure_is_compared_when_every_repetition_has_it(make_repetit
 def test_open_loop_repetitions_are_judged_on_their_median_latency(make_repetition):
     poisson = make_repetition(arrival="poisson")
     assert choose_metric("auto", [poisson, make_repetition(arrival="unknown")]) == "e2e_p50_s"
+    # At one machine speed when every repetition has the figure (runs with an engine log).
+    at_speed = make_repetition(arrival="poisson", e2e_p50_at_one_speed_s=0.9)
+    assert choose_metric("auto", [at_speed, at_speed]) == "e2e_p50_at_one_speed_s"
+    assert choose_metric("auto", [at_speed, poisson]) == "e2e_p50_s"
     assert choose_metric("auto", [make_repetition(arrival="burst"), poisson]) == "engine_total_tok_s"
     assert choose_metric("total_tok_s", [poisson]) == "total_tok_s"
 

@@ -11,6 +11,7 @@ from harness.analysis.cells import AssessedRun, assess_run
 from harness.analysis.engine import EngineMetrics
 from harness.analysis.gap import GapEntry
 from harness.analysis.metrics import metrics_for_run
+from harness.analysis.speed import SpeedNormalised
 from harness.history import HistoryStore, repetition_from_run
 from harness.rundir.reader import load_run
 
@@ -50,7 +51,13 @@ def test_a_run_becomes_a_row_with_the_reports_figures(assessed):
     assert any("run lasted" in reason for reason in row.health_reasons)
     assert row.health_reasons == tuple(assessed.health.reasons)
     # No engine log in this run.
-    assert row.engine_total_tok_s is None
+    assert row.engine_total_tok_s is None and row.e2e_p50_at_one_speed_s is None
+
+
+def test_a_run_slower_than_its_invocation_has_its_latency_taken_down_at_one_speed(assessed):
+    slow = dataclasses.replace(assessed, normalised=SpeedNormalised(speed=1.25, total_tok_s=100.0))
+    row = repetition_from_run(slow, source="nightly", invocation_id="night-1")
+    assert row.e2e_p50_at_one_speed_s == pytest.approx(assessed.entry.metrics.e2e_s.p50 / 1.25)
 
 
 def test_the_engine_window_gives_engine_total_tok_s(assessed):

@@ -1,4 +1,4 @@
-"""A history file of schema version 1 (table `trials`, column `batch_id`, no `arrival`) opens upgraded, rows kept."""
+"""A version 1 history file (table `trials`, column `batch_id`, none of version 3's columns) opens upgraded."""
 
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows(tmp_path, make_repe
     frame = HistoryStore(path).frame()
     assert frame["invocation_id"].tolist() == ["night-1", "night-1", "night-2", "night-3"]
     assert frame["arrival"].tolist() == ["unknown", "unknown", "unknown", "poisson"]
+    assert frame["e2e_p50_at_one_speed_s"].isna().tolist() == [True, True, True, True]
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT id FROM repetitions WHERE invocation_id = 'night-3'").fetchone() == (4,)
 
