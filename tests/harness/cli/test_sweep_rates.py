@@ -14,6 +14,10 @@ import sys
 
 import pytest
 
+from harness.analysis.assess import assess_run_dirs
+from harness.gate.compare import choose_metric
+from harness.history import repetition_from_run
+
 WORKLOAD = """\
 name: rates-check
 seed: 5
@@ -59,6 +63,15 @@ def test_a_short_sweep_measures_queues_predicts_and_reanalyzes(tmp_path):
     assert report.index("held under the SLO") < report.index("## Predicted against measured") < report.index(
         "## Every run")
     assert "a check that the sweep works, not a measurement" in report
+
+    # The same Poisson runs as a night would record them: open loop, so gated on p50 E2E at one speed.
+    assessment = assess_run_dirs(sorted(path for path in (out / "runs").iterdir() if "burst" not in path.name))
+    rows = [repetition_from_run(run, source="nightly", invocation_id="sweep") for run in assessment.assessed]
+    assert len(rows) == 4 and {row.arrival for row in rows} == {"poisson"}
+    for row in rows:
+        assert row.e2e_p50_s is not None and row.e2e_p50_at_one_speed_s is not None
+        assert 0.5 < row.e2e_p50_s / row.e2e_p50_at_one_speed_s < 2
+    assert choose_metric("auto", rows) == "e2e_p50_at_one_speed_s"
 
     # A stricter SLO: nothing is re-run, and no system holds any rate.
     runs_before = {path: path.stat().st_mtime_ns for path in (out / "runs").rglob("*")}
