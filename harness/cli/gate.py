@@ -47,8 +47,9 @@ def add_parser(subparsers) -> None:
                         " candidate slower than the baseline lowered by this share (default"
                         f" {DEFAULT_RULE.margin:g}), not merely slower")
     parser.add_argument("--metric", choices=METRIC_CHOICES, default="auto", help="figure compared (default auto: p50"
-                        " E2E for Poisson arrivals, whose throughput is the offered rate; else the engine's total"
-                        " tok/s when every repetition has it, else the client's)")
+                        " E2E, at one machine speed where every run has an engine log, for Poisson arrivals, whose"
+                        " throughput is the offered rate; else the engine's total tok/s when every repetition has"
+                        " it, else the client's)")
     parser.add_argument("--pool-hardware", action="store_true", help="baseline from any machine, not only the"
                         " candidate's")
     parser.add_argument("--pool-servers", action="store_true", help="baseline from any server version, not only the"

@@ -17,8 +17,8 @@ streaming) when every repetition on both sides has it, else Anyscale's total tok
 client's makespan; the output says which. Open-loop repetitions (Poisson arrivals) are the
 exception: their throughput is the offered rate whatever the server does, so by default
 they are judged on their median end-to-end latency, at one machine speed
-(e2e_p50_at_one_speed_s: the run-to-run swing of a shared VM, ±10% on 2 cores, taken
-out; harness.history.from_run) when every repetition has an engine log, else as measured
+(e2e_p50_at_one_speed_s: the run-to-run swing of a shared VM's speed within one
+invocation taken out; harness.history.from_run) when every repetition has an engine log, else as measured
 (e2e_p50_s). A latency is judged as its reciprocal, so that the statistics and the ratio
 read the same way: below 1 is worse (the ratio is baseline latency over candidate latency).
 """

@@ -64,5 +64,7 @@ LOWER_IS_BETTER = frozenset({"e2e_p50_s", "e2e_p50_at_one_speed_s"})
 def format_figure(metric: str, value: float) -> str:
     """A figure of `metric` as the gate's tables print it: seconds to 3 digits, tok/s to the unit."""
     return f"{value:.3g} s" if metric in LOWER_IS_BETTER else f"{value:,.0f}"
+
+
 # A rolling baseline: the last this many accepted nights of a configuration.
 BASELINE_NIGHTS = 7

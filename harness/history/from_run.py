@@ -12,7 +12,7 @@ the figures the report shows. What the manifest does not record is decided here:
   network and streaming at both ends. None without an engine step log.
 - e2e_p50_at_one_speed_s: the median E2E divided by the run's speed (its busy steps'
   measured over modelled seconds under one step cost fitted on every run assessed with it:
-  harness.analysis.speed). A run whose steps ran 8% slow has its latency taken down 8%. The
+  harness.analysis.speed). A run whose steps ran 8% slow has its latency divided by 1.08. The
   speeds of one invocation centre on 1, so a slowdown of the whole night stays in the
   figure; the swing from one run to the next does not. None without an engine step log.
 """

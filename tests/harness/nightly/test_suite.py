@@ -10,12 +10,15 @@ from launchers import ServerSpec
 
 
 def test_shipped_suites_load_with_their_workloads():
-    assert list_builtin_suites() == ["cpu-nightly", "cpu-transformers-nightly", "h100-nightly"]
+    assert list_builtin_suites() == ["cpu-latency-nightly", "cpu-nightly", "cpu-transformers-nightly", "h100-nightly"]
     cpu = load_suite("cpu-nightly")
     assert [spec.name for spec in cpu.specs] == list(cpu.suite.workloads)
     assert cpu.suite.systems == ("continuous", "static") and cpu.suite.server.model == "tiny"
-    # The latency half is gated too: one open-loop workload beside the two bursts.
-    assert [spec.arrival.kind for spec in cpu.specs] == ["burst", "burst", "poisson"]
+    assert [spec.arrival.kind for spec in cpu.specs] == ["burst", "burst"]
+    # The latency half has its own suite: one open-loop workload.
+    latency = load_suite("cpu-latency-nightly")
+    assert [spec.arrival.kind for spec in latency.specs] == ["poisson"]
+    assert latency.suite.systems == ("continuous", "static") and latency.suite.server.max_num_seqs == 16
     h100 = load_suite("h100-nightly")
     assert h100.suite.server.model == "llama-3.1-8b" and len(h100.specs) == 4
     assert load_suite("cpu-transformers-nightly").suite.systems == ("hf-continuous", "hf-sequential")
@@ -86,7 +89,7 @@ def test_both_spellings_of_a_key_at_once_are_refused(tmp_path, body, message):
 
 
 def test_an_unknown_suite_name_lists_the_shipped_ones():
-    shipped = "shipped: cpu-nightly, cpu-transformers-nightly, h100-nightly"
+    shipped = "shipped: cpu-latency-nightly, cpu-nightly, cpu-transformers-nightly, h100-nightly"
     with pytest.raises(UsageError, match=rf"nope: no such suite file.*{shipped}"):
         load_suite("nope")
 
