@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from harness.analysis.engine import engine_metrics
-from harness.analysis.speed import busy_seconds
-from harness.analysis.step_cost_fit import StepCostFitError, busy_steps
+from harness.analysis.speed import machine_speed
+from harness.analysis.step_cost_fit import StepCostFitError
 from harness.analysis.step_predict import fit_server_step_cost
 from harness.budget import MachineCost
 from harness.paper.step_cost import LinearStepCost
@@ -136,7 +136,3 @@ def summary_step_costs(summary: Mapping[str, Any]) -> dict[Mode, LinearStepCost]
     return costs
 
 
-def machine_speed(steps: pd.DataFrame, cost: LinearStepCost) -> float:
-    """How much slower than `cost` a probe's busy steps ran (1: as priced; > 1: slower)."""
-    measured, modelled = busy_seconds(busy_steps(steps), cost)
-    return measured / modelled

@@ -94,8 +94,8 @@ def assess_run(
     health = run_health(
         makespan_s=metrics.makespan_s,
         lateness_p99_s=metrics.lateness_s.p99,
-        burst=data.manifest.workload.get("arrival", {}).get("kind") == "burst",
-        open_loop=data.manifest.workload.get("arrival", {}).get("kind") == "poisson",
+        burst=data.manifest.arrival_kind == "burst",
+        open_loop=data.manifest.arrival_kind == "poisson",
         front_end_starved=(
             front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
             if data.steps is not None else math.nan

@@ -63,6 +63,12 @@ def busy_seconds(sample: StepSample, cost: LinearStepCost) -> tuple[float, float
     return float(sample.seconds.sum()), float(modelled_seconds(cost, sample).sum())
 
 
+def machine_speed(steps: pd.DataFrame, cost: LinearStepCost) -> float:
+    """How much slower than `cost` the busy steps of `steps` ran (1: as priced; > 1: slower; NaN: no busy step)."""
+    measured, modelled = busy_seconds(busy_steps(steps), cost)
+    return measured / modelled if modelled > 0 else math.nan
+
+
 def normalise(runs: Mapping[str, RunTiming]) -> tuple[StepCostFit | None, dict[str, SpeedNormalised]]:
     """The common step cost fit and each run's figures at its speed (runs without steps are left out)."""
     samples = {run_id: busy_steps(run.steps) for run_id, run in runs.items() if not run.steps.empty}

@@ -48,7 +48,7 @@ def repetition_from_run(
         system=manifest.system,
         batch_size=manifest.batch_size,
         workload=run.entry.workload,
-        arrival=manifest.workload.get("arrival", {}).get("kind", UNKNOWN),
+        arrival=manifest.arrival_kind or UNKNOWN,
         plan_sha256=manifest.plan_sha256,
         harness_version=manifest.harness_version,
         cpu=manifest.host.cpu,

@@ -36,7 +36,7 @@ class SweepMeasurements:
     def add_run(self, path: Path) -> None:
         """A run of the sweep, a burst or a Poisson run (told apart by its workload's arrivals)."""
         run = load_run(path, allow_partial=True)
-        if run.manifest.workload["arrival"]["kind"] == "burst":
+        if run.manifest.arrival_kind == "burst":
             self._add_burst(run)
         else:
             self._add_point(run)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.gap import simulate_plan
-from harness.analysis.speed import busy_seconds
-from harness.analysis.step_cost_fit import StepCostFitError, busy_steps
+from harness.analysis.speed import machine_speed
+from harness.analysis.step_cost_fit import StepCostFitError
 from harness.analysis.step_predict import fit_server_step_cost, runs_by_server
 from harness.paper.step_cost import LinearStepCost
 from harness.rundir.reader import RunData
@@ -53,7 +53,7 @@ def predict_points(runs: Sequence[RunData], warmup_s: float,
     predicted: dict[str, PredictedPoint] = {}
     for members in runs_by_server(runs).values():
         for run in members:
-            if run.manifest.workload["arrival"]["kind"] != "poisson":
+            if run.manifest.arrival_kind != "poisson":
                 continue
             others = [other for other in members if other is not run]
             with contextlib.suppress(StepCostFitError, ValueError):
@@ -88,6 +88,4 @@ def _run_speed(run: RunData, step_cost: LinearStepCost, warmup_s: float) -> floa
     """Measured over modelled busy seconds of the run's steps from the end of its warm-up (NaN: none)."""
     assert run.steps is not None, "predict_points keeps only runs with engine steps"
     start = float(run.records["scheduled_s"].min())
-    sample = busy_steps(run.steps.loc[run.steps["t_s"] >= start + warmup_s])
-    measured_s, modelled_s = busy_seconds(sample, step_cost)
-    return measured_s / modelled_s if len(sample) and modelled_s > 0 else math.nan
+    return machine_speed(run.steps.loc[run.steps["t_s"] >= start + warmup_s], step_cost)

@@ -141,6 +141,12 @@ class RunManifest(BaseModel):
         None, description="GPU telemetry (gpu.parquet) or why there is none; None in runs recorded before it"
     )
 
+    @property
+    def arrival_kind(self) -> str | None:
+        """The workload's arrivals: burst, closed or poisson (None in a manifest without them)."""
+        kind = self.workload.get("arrival", {}).get("kind")
+        return str(kind) if kind is not None else None
+
 
 def server_build(server: dict[str, Any] | None) -> tuple[str, str] | None:
     """(distribution, version) of the server a launcher recorded; None for an external server.

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.analysis.speed import machine_speed
 from harness.paper.step_cost import LinearStepCost
-from harness.probe import REFERENCE_SUMMARY, machine_speed, reference_step_costs
+from harness.probe import REFERENCE_SUMMARY, reference_step_costs
 
 # What our launcher records of the CPU default's server (a run manifest's `server`).
 CPU_DEFAULT = {"model": "tiny", "vllm_version": "0.32.0", "max_num_seqs": 16}
