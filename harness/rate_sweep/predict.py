@@ -7,8 +7,8 @@ replays the run's plan, its arrival times included, under that step cost and, fo
 the server's max batch delay. A request's predicted E2E is its simulated finish minus its
 arrival; the client's own overhead (HTTP, tokenising, streaming) is not in it.
 
-The machine's speed moves from run to run (up to ±20% on a shared 2-core VM), which no fit
-on other runs can know. So each prediction also says how fast the run's own steps were
+The machine's speed moves from run to run on a shared VM (docs/validation/rate-sweep.md),
+which no fit on other runs can know. So each prediction also says how fast the run's own steps were
 against the fit (`run_speed`: the measured window's busy steps, their measured seconds over
 what the held-out cost says they cost) and what the simulator predicts at that speed. That
 second figure uses one number from the run itself, never its latencies: where it agrees with
