@@ -10,10 +10,13 @@ The measured requests are those planned to arrive after the warm-up. Their figur
 - whether the system kept up. A queue that is stable fluctuates around a level; one that
   is not grows for the whole run. Its wait (the engine's queue wait, else the client's
   TTFT) is regressed on arrival time (Theil-Sen, robust to the odd long prompt); the run
-  did not keep up when the wait grew over the measured window by more than its limit:
-  WAIT_GROWTH_FLOOR_S, or half the window's median wait when that is larger (a queue
-  that already holds seconds fluctuates by more). Such a point's latencies reflect the
-  run's length, not the rate, and are shown as such.
+  did not keep up when the wait grew over the measured window by more than
+  WAIT_GROWTH_LIMIT_S, even at the low end of the slope's 95% interval. The interval is
+  what tells a trend from a static queue's sawtooth (a batch's worth of waits rises and
+  falls every batch): a point estimate flipped either way just below static's saturation.
+  The level the queue reached in the warm-up does not excuse a growth (it once did: the
+  limit was half the median wait when larger). Such a point's latencies reflect the run's
+  length, not the rate, and are shown as such.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from scipy.stats import theilslopes
 from harness.analysis.metrics import Percentiles, request_table
 from harness.analysis.stats import Estimate, median_ci
 
-# A queue that grew by less than this over a run is a fluctuation, not a backlog.
-WAIT_GROWTH_FLOOR_S = 0.5
+# A queue that grew by less than this over a run's measured window is a fluctuation, not a backlog.
+WAIT_GROWTH_LIMIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class RatePoint:
     queue_wait_p50_s: float  # from the engine's step log; NaN without one
     queue_wait_p99_s: float
     wait_growth_s: float  # how much the queue's wait grew over the measured window (Theil-Sen)
-    growth_limit_s: float  # the growth above which the queue did not keep up
+    wait_growth_low_s: float  # the low end of its 95% interval: above WAIT_GROWTH_LIMIT_S, the queue did not keep up
     # Simulated from a step cost fitted on the same server's other runs (harness.rate_sweep.predict); NaN: none.
     predicted_e2e_p50_s: float = math.nan
     predicted_ttft_p50_s: float = math.nan
@@ -64,7 +67,7 @@ class RatePoint:
     @property
     def keeps_up(self) -> bool:
         """Whether the queue was stable (an unknown growth counts as stable)."""
-        return not self.wait_growth_s > self.growth_limit_s
+        return not self.wait_growth_low_s > WAIT_GROWTH_LIMIT_S
 
     @property
     def prediction_error(self) -> float:
@@ -78,8 +81,10 @@ class RatePoint:
 
     @property
     def growth_ratio(self) -> float:
-        """The wait's growth over its limit: above 1, the queue did not keep up (0 when it shrank or is unknown)."""
-        return max(0.0, self.wait_growth_s / self.growth_limit_s) if math.isfinite(self.wait_growth_s) else 0.0
+        """The wait's surest growth over its limit: above 1, the queue did not keep up (0 when it shrank or is
+        unknown)."""
+        low = self.wait_growth_low_s
+        return max(0.0, low / WAIT_GROWTH_LIMIT_S) if math.isfinite(low) else 0.0
 
 
 def queue_waits(records: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
@@ -138,7 +143,7 @@ def latency_point(system: str, offered_rate: float, requests: RequestLatencies, 
     """One rate's point from its measured requests; `window_s`: the measured window's seconds of arrivals."""
     # The wait whose growth says whether the queue is stable: the engine's, else the client's TTFT.
     wait = requests.queue_wait_s if np.isfinite(requests.queue_wait_s).any() else requests.ttft_s
-    growth, limit = _growth(requests.arrival_s, wait, window_s)
+    growth, growth_low = _growth(requests.arrival_s, wait, window_s)
     e2e = _median_interval(pd.Series(requests.e2e_s))
     ttft, e2e_spread = Percentiles.of(requests.ttft_s), Percentiles.of(requests.e2e_s)
     queued = Percentiles.of(requests.queue_wait_s)
@@ -160,17 +165,17 @@ def latency_point(system: str, offered_rate: float, requests: RequestLatencies, 
         queue_wait_p50_s=queued.p50,
         queue_wait_p99_s=queued.p99,
         wait_growth_s=growth,
-        growth_limit_s=limit,
+        wait_growth_low_s=growth_low,
     )
 
 
 def _growth(arrival_s: np.ndarray, wait_s: np.ndarray, window_s: float) -> tuple[float, float]:
-    """(growth of the wait over the window, the growth limit): NaN growth with too few requests."""
+    """(growth of the wait over the window, the low end of its 95% interval): NaN with too few requests."""
     keep = np.isfinite(arrival_s) & np.isfinite(wait_s)
     if keep.sum() < 3 or window_s <= 0:
-        return math.nan, WAIT_GROWTH_FLOOR_S
-    slope = theilslopes(wait_s[keep], arrival_s[keep])[0]
-    return float(slope * window_s), max(WAIT_GROWTH_FLOOR_S, 0.5 * float(np.median(wait_s[keep])))
+        return math.nan, math.nan
+    fit = theilslopes(wait_s[keep], arrival_s[keep], alpha=0.95)
+    return float(fit.slope * window_s), float(fit.low_slope * window_s)
 
 
 def _rate(times: pd.Series) -> float:

@@ -10,10 +10,10 @@ from typing import Any
 
 from harness.rate_sweep.curve import KNEE_FACTOR
 from harness.rate_sweep.plots import latency_cdf_plot, latency_curves_plot
-from harness.rate_sweep.point import RatePoint
+from harness.rate_sweep.point import WAIT_GROWTH_LIMIT_S, RatePoint
 from harness.rate_sweep.result import RateSweepResult, SystemResult, queue_wait_ratio
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
-from harness.report.format import num, pct, times
+from harness.report.format import num, pct, times, with_low
 from harness.report.render import write_blocks
 
 SUMMARY_FILE = "summary.json"
@@ -69,7 +69,7 @@ def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
     blocks.append(Table(
         ("system", "offered (req/s)", "planned (req/s)", "sent (req/s)", "late p99 (ms)", "requests", "failed",
          "p50 TTFT (s)", "p99 TTFT (s)", "p50 E2E (s) [95%]", "p99 E2E (s)", "p50 E2E/token (ms)", "p50 queue (s)",
-         "queue growth (s)", "kept up"),
+         "queue growth (s) [95% low]", "kept up"),
         tuple(_point_row(s.system, point) for s in result.systems for point in s.points),
         table_id="rate-points",
     ))
@@ -149,9 +149,9 @@ def _method(result: RateSweepResult) -> tuple[str, ...]:
         " Poisson draw holds in the measured window; sent: the rate the client sent it at (below planned, and a"
         " late p99 of more than a few ms, when the client fell behind).",
         "A run did not keep up when its queue wait (else TTFT) grew over the measured window (Theil-Sen slope times"
-        " the window) by more than 0.5 s, or half its median wait when larger. Its latencies reflect the run's"
-        " length, not the rate. The knee and the rate held are interpolated where the worst of their ratios to"
-        " their limits (the queue's growth among them) crosses 1.",
+        f" the window) by more than {num(WAIT_GROWTH_LIMIT_S)} s even at the low end of the slope's 95% interval."
+        " Its latencies reflect the run's length, not the rate. The knee and the rate held are interpolated where"
+        " the worst of their ratios to their limits (the queue's surest growth among them) crosses 1.",
         f"Static's admission (max batch delay): {wait}.",
         f"Knee: the rate where the median normalized latency (E2E per output token) reaches {KNEE_FACTOR:g}x its"
         " value at the lowest rate, or the queue stops keeping up, whichever comes first.",
@@ -171,7 +171,8 @@ def _point_row(system: str, point: RatePoint) -> tuple[str, ...]:
             num(point.late_p99_s * 1e3), str(point.measured),
             str(point.failed), num(point.ttft_p50_s), num(point.ttft_p99_s), interval, num(point.e2e_p99_s),
             num(point.normalized_p50_s * 1e3),
-            num(point.queue_wait_p50_s), num(point.wait_growth_s), "yes" if point.keeps_up else "**no**")
+            num(point.queue_wait_p50_s), with_low(point.wait_growth_s, point.wait_growth_low_s),
+            "yes" if point.keeps_up else "**no**")
 
 
 def _knee(result: SystemResult) -> str:

@@ -21,6 +21,11 @@ def num(value: Any) -> str:
     return f"{value:.3g}"
 
 
+def with_low(value: Any, low: Any) -> str:
+    """A figure and, in brackets, the low end of its interval: `0.85 [0.14]`."""
+    return f"{num(value)} [{num(low)}]"
+
+
 def ms(seconds: float) -> str:
     """Seconds written as milliseconds (compact, like `num`)."""
     return num(seconds * 1e3)

@@ -29,7 +29,7 @@ def _point(rate: float, e2e: float, ttft: float = 0.1, e2e_p99: float | None = N
            queue: float = 0.0, system: str = "continuous") -> RatePoint:
     return RatePoint(system, rate, rate, rate, 0.0, 100, 0, ttft, ttft * 2, e2e, e2e * 0.9, e2e * 1.1,
                      e2e_p99 if e2e_p99 is not None else 2 * e2e, e2e / 100, queue, queue * 3,
-                     wait_growth_s=0.0 if keeps_up else 1.0, growth_limit_s=0.5)
+                     wait_growth_s=0.0 if keeps_up else 1.2, wait_growth_low_s=0.0 if keeps_up else 1.0)
 
 
 def test_saturation_rate_counts_to_the_90th_percentile_finish():
@@ -72,6 +72,11 @@ def _records(arrivals: np.ndarray, waits: np.ndarray, service_s: float = 1.0) ->
     return records, steps
 
 
+def _tokens() -> pd.DataFrame:
+    return pd.DataFrame({"request_id": pd.Series(dtype=np.int64), "token_index": pd.Series(dtype=np.int64),
+                         "t_s": pd.Series(dtype=float)})
+
+
 def test_queue_wait_is_admission_step_start_minus_send():
     records, steps = _records(np.array([0.0, 1.0, 2.0]), np.array([0.1, 0.5, 2.0]))
     assert queue_waits(records, steps).to_dict() == pytest.approx({0: 0.1, 1: 0.5, 2: 2.0})
@@ -79,8 +84,7 @@ def test_queue_wait_is_admission_step_start_minus_send():
 
 def test_a_queue_that_grows_for_the_whole_run_did_not_keep_up():
     arrivals = np.linspace(0, 24, 200)
-    tokens = pd.DataFrame({"request_id": pd.Series(dtype=np.int64), "token_index": pd.Series(dtype=np.int64),
-                           "t_s": pd.Series(dtype=float)})
+    tokens = _tokens()
     stable_waits = np.random.default_rng(0).exponential(0.2, 200)
     records, steps = _records(arrivals, stable_waits)
     stable = measure_point("continuous", 8.0, records, tokens, steps, warmup_s=4)
@@ -89,6 +93,27 @@ def test_a_queue_that_grows_for_the_whole_run_did_not_keep_up():
     growing = measure_point("static", 8.0, records, tokens, steps, warmup_s=4)
     assert not growing.keeps_up and growing.wait_growth_s == pytest.approx(6.0, rel=0.15)
     assert growing.queue_wait_p50_s > 5 * stable.queue_wait_p50_s
+
+
+def test_a_queue_built_in_the_warm_up_that_still_grows_did_not_keep_up():
+    # Sweep 11's static run at 6.55 req/s (2026-12-03): a 4 s queue from the warm-up, grown 1.7 s over 20 s. The
+    # old rule let it off: its limit was half the median wait (2.4 s here) when that was larger than 0.5 s.
+    arrivals = np.sort(np.random.default_rng(1).uniform(0, 24, 150))
+    waits = 4.0 + 0.085 * (arrivals - 4) + np.random.default_rng(2).uniform(-0.7, 0.7, 150)
+    records, steps = _records(arrivals, waits)
+    point = measure_point("static", 6.55, records, _tokens(), steps, warmup_s=4)
+    assert not point.keeps_up and point.wait_growth_low_s > 0.5
+
+
+def test_a_static_queue_s_sawtooth_with_a_drift_under_the_limit_kept_up():
+    # Each request waits for the next batch, every 2.5 s: waits fall 2.5 -> 0 between batches, plus a drift of 0.4 s
+    # over the window. The sawtooth throws the slope's estimate (0.96 s with these arrivals, over the limit and
+    # over the old rule's); its interval is wide, and its low end under the limit.
+    arrivals = np.sort(np.random.default_rng(3).uniform(0, 24, 120))
+    waits = (2.5 - arrivals % 2.5) + 0.02 * arrivals
+    records, steps = _records(arrivals, waits)
+    point = measure_point("static", 5.0, records, _tokens(), steps, warmup_s=4)
+    assert point.wait_growth_s > 0.75 and point.keeps_up
 
 
 def test_knee_is_where_median_e2e_per_token_doubles_interpolated():
