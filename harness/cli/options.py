@@ -141,6 +141,8 @@ class SweepRatesOptions(_Options):
     slo_ttft_p50_s: Seconds
     slo_e2e_p99_s: Seconds
     budget_min: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None
+    extra_rates: Annotated[int, Strict(), Field(ge=0, le=10)]
+    refine_runs: Annotated[int, Strict(), Field(ge=0, le=10)]
 
 
 class AnalyzeOptions(_Options):

@@ -15,6 +15,7 @@ import logging
 import math
 import platform
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -22,11 +23,16 @@ from typing import TYPE_CHECKING, cast
 from harness.cli.server_options import add_server_arguments
 from harness.cli.targets import add_endpoint_arguments, sweep_targets
 from harness.errors import EXIT_INTERRUPTED, ServerError, UsageError
-from harness.systems import SERVER_MODE, SystemName
+from harness.systems import SERVER_MODE, HfMode, Mode, SystemName
 
 if TYPE_CHECKING:
-    from harness.budget import JobPlan
-    from harness.sweep import SweepCell
+    from collections.abc import Callable, Mapping
+
+    from harness.budget import JobClock, JobPlan
+    from harness.rate_sweep.measure import SweepMeasurements
+    from harness.rate_sweep.schedule import RateSchedule
+    from harness.sweep import SweepCell, SweepTarget
+    from harness.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +49,14 @@ REPORT_S = 5.0
 
 
 def add_parser(subparsers) -> None:
-    from harness.rate_sweep.defaults import DEFAULT_FRACTIONS, MEASURE_S, WARMUP_S
+    from harness.rate_sweep.defaults import (
+        DEFAULT_FRACTIONS,
+        EXTRA_RATE_FACTOR,
+        EXTRA_RATES,
+        MEASURE_S,
+        REFINE_RUNS,
+        WARMUP_S,
+    )
 
     parser = subparsers.add_parser("sweep-rates", help="latency against offered rate (Poisson arrivals) per system:"
                                    " knees, the rate each holds under an SLO, queue waits")
@@ -59,6 +72,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--budget-min", type=float,
                         help="fit the whole sweep in about this many minutes: after the bursts, the measured seconds"
                         " per run are set to fill it (a budget that leaves under 20 s per run is refused)")
+    parser.add_argument("--extra-rates", type=int, default=EXTRA_RATES,
+                        help=f"rates added past the grid's top, each {EXTRA_RATE_FACTOR:g}x the last, while a system"
+                        " has not yet crossed its knee or SLO (default %(default)s; 0: the grid only)")
+    parser.add_argument("--refine-runs", type=int, default=REFINE_RUNS,
+                        help="runs per system halving the grid step around its held rate, then its knee"
+                        " (default %(default)s; 0: none)")
     parser.add_argument("--saturation-requests", type=int, default=SATURATION_REQUESTS,
                         help="requests in each system's saturation burst (default %(default)s)")
     parser.add_argument("--slo-ttft-p50-s", type=float, default=DEFAULT_SLO_TTFT_P50_S,
@@ -105,11 +124,14 @@ def _analyze(directory: Path, args: argparse.Namespace) -> int:
         earlier = json.loads((directory / SUMMARY_FILE).read_text(encoding="utf-8"))
         settings = (earlier["workload"], earlier["batch_size"], earlier["warmup_s"], earlier["measure_s"],
                     earlier["static_batch_wait_s"])
+        # Sweeps written before the schedule adapted the grid have none of its settings: every system ran every rate.
+        schedule = (int(earlier.get("fell_behind_runs", 0)), int(earlier.get("extra_rates", 0)),
+                    int(earlier.get("refine_runs", 0)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--analyze {directory}: not a rate sweep's report directory ({exc})") from None
     workload, batch_size, warmup_s, measure_s, static_wait = settings
     measured = SweepMeasurements(workload, batch_size, Slo(args.slo_ttft_p50_s, args.slo_e2e_p99_s), warmup_s,
-                                 measure_s, static_wait)
+                                 measure_s, static_wait, schedule)
     for path in find_run_dirs([directory / "runs"]):
         measured.add_run(path)
     _, page, _ = measured.write(directory, earlier.get("stage"))
@@ -130,8 +152,9 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
            out: Path) -> int:
     from harness.budget import JobClock
     from harness.rate_sweep.curve import Slo
-    from harness.rate_sweep.grid import burst_spec, rate_spec
+    from harness.rate_sweep.grid import burst_spec
     from harness.rate_sweep.measure import SweepMeasurements
+    from harness.rate_sweep.schedule import FELL_BEHIND_RUNS, RateSchedule
     from harness.sweep import SweepCell, iter_runs
 
     began = time.monotonic()
@@ -143,29 +166,24 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
         systems = [system for system in RATE_SYSTEMS if SERVER_MODE[system] in targets]
         static_wait = args.batch_wait_s if "static" in targets and targets["static"].server else None
         measure_s = args.measure_s
-        measured = SweepMeasurements(spec.name, args.max_num_seqs, slo, args.warmup_s, measure_s, static_wait)
+        measured = SweepMeasurements(spec.name, args.max_num_seqs, slo, args.warmup_s, measure_s, static_wait,
+                                     (FELL_BEHIND_RUNS, args.extra_rates, args.refine_runs))
         clock = JobClock(None, len(systems))
         try:
             bursts = [SweepCell(system, burst_spec(spec, args.saturation_requests), targets[SERVER_MODE[system]])
                       for system in systems]
-            for made in iter_runs(bursts, runs_dir, 1, note=clock.note):
-                measured.add_burst(made.path)
+            for burst in iter_runs(bursts, runs_dir, 1, note=clock.note):
+                measured.add_burst(burst.path)
                 clock.run_done()
             grid = rates or _grid(measured.saturation("continuous"), fractions)
             logger.info("rates (requests/s): " + ", ".join(f"{rate:g}" for rate in grid))
-            runs = [(rate, measured.saturation(system)) for rate in grid for system in systems]
+            schedule = RateSchedule(grid, systems, slo, args.extra_rates, args.refine_runs)
             if args.budget_min is not None:
-                measure_s = _measure_for_budget(args.budget_min, time.monotonic() - began, runs, args.warmup_s)
+                expected = [(rate, measured.saturation(system)) for system, rate in schedule.left()]
+                measure_s = _measure_for_budget(args.budget_min, time.monotonic() - began, expected, args.warmup_s)
                 measured.measure_s = measure_s
-            cells = [SweepCell(system, rate_spec(spec, rate, args.warmup_s, measure_s),
-                               targets[SERVER_MODE[system]]) for rate in grid for system in systems]
-            clock.replan(_job(bursts, clock.finished_s, cells, runs, args.warmup_s + measure_s))
-            for made in iter_runs(cells, runs_dir, 1, note=clock.note):
-                measured.add_point(made.path)
-                clock.run_done()
-                finished = len(clock.finished_s)
-                if finished < clock.total_runs:
-                    measured.write(out, f"PRELIMINARY: {finished} of {clock.total_runs} runs; rewritten after each")
+            _run_rates(schedule, RateRuns(spec, args.warmup_s, measure_s, targets, runs_dir), bursts, clock,
+                       measured, out)
         except KeyboardInterrupt:
             stopped = (f"STOPPED by Ctrl-C after {len(clock.finished_s)} of {clock.total_runs} runs; only finished runs"
                        " are shown")
@@ -185,17 +203,71 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
     return 0
 
 
-def _job(bursts: list[SweepCell], burst_s: list[float], cells: list[SweepCell], runs: list[tuple[float, float]],
-         arrivals_s: float) -> JobPlan:
-    """The whole sweep as the ETA sees it: the bursts at what they took, then each cell priced by expected_run_s."""
+@dataclass(frozen=True)
+class RateRuns:
+    """How a Poisson run of the sweep is made: its workload at a rate, where it runs, where it is written."""
+
+    spec: WorkloadSpec
+    warmup_s: float
+    measure_s: float
+    targets: Mapping[Mode | HfMode, SweepTarget]
+    runs_dir: Path
+
+    def cell(self, system: str, rate: float) -> SweepCell:
+        from harness.rate_sweep.grid import rate_spec
+        from harness.sweep import SweepCell
+
+        return SweepCell(system, rate_spec(self.spec, rate, self.warmup_s, self.measure_s),
+                         self.targets[SERVER_MODE[cast(SystemName, system)]])
+
+
+def _run_rates(schedule: RateSchedule, runs: RateRuns, bursts: list[SweepCell], clock: JobClock,
+               measured: SweepMeasurements, out: Path) -> None:
+    """Make the schedule's runs group by group, each point told to the schedule; a PRELIMINARY report after each."""
+    from harness.rate_sweep.schedule import FELL_BEHIND_RUNS
+    from harness.sweep import iter_runs
+
+    made: list[tuple[str, float]] = []
+    while group := schedule.next_runs():
+        note = _replanned(clock, bursts, made, group, schedule, measured, runs.spec, runs.warmup_s + runs.measure_s)
+        cells = [runs.cell(system, rate) for system, rate in group]
+        for index, finished in enumerate(iter_runs(cells, runs.runs_dir, 1, note=note)):
+            point = measured.add_point(finished.path)
+            was_in_sweep = schedule.in_sweep(point.system)
+            schedule.record(point)
+            made.append(group[index])
+            clock.run_done()
+            if was_in_sweep and not schedule.in_sweep(point.system):
+                logger.info(f"[{point.system}] fell behind at {FELL_BEHIND_RUNS} rates: it runs no higher grid rate")
+            measured.write(out, f"PRELIMINARY: {len(made)} runs so far; rewritten after each")
+
+
+def _replanned(clock: JobClock, bursts: list[SweepCell], made: list[tuple[str, float]], group: list[tuple[str, float]],
+               schedule: RateSchedule, measured: SweepMeasurements, spec: WorkloadSpec,
+               arrivals_s: float) -> Callable[[], str]:
+    """The progress note of a run in `group`, the ETA re-planned first from the runs made (`made` grows as this
+    group's runs finish) and those expected."""
+    first = len(made)
+
+    def note() -> str:
+        expected = [*made, *group[len(made) - first:], *schedule.left()]
+        clock.replan(_job(bursts, clock.finished_s[:len(bursts)], expected, measured, spec, arrivals_s))
+        return clock.note()
+
+    return note
+
+
+def _job(bursts: list[SweepCell], burst_s: list[float], runs: list[tuple[str, float]],
+         measured: SweepMeasurements, spec: WorkloadSpec, arrivals_s: float) -> JobPlan:
+    """The whole sweep as the ETA sees it: the bursts at what they took, then each run priced by expected_run_s."""
     from harness.budget import JobPlan, PlannedRun
-    from harness.rate_sweep.grid import RUN_OVERHEAD_S, expected_run_s
+    from harness.rate_sweep.grid import RUN_OVERHEAD_S, expected_run_s, rate_spec
 
     made = [PlannedRun(cast(SystemName, cell.system), cell.spec.name, 1, cell.spec.num_requests, seconds, seconds)
             for cell, seconds in zip(bursts, burst_s, strict=True)]
-    prices = [expected_run_s(rate, saturation, arrivals_s) for rate, saturation in runs]
-    planned = [PlannedRun(cast(SystemName, cell.system), cell.spec.name, 1, None, price - RUN_OVERHEAD_S, price)
-               for cell, price in zip(cells, prices, strict=True)]
+    prices = [expected_run_s(rate, measured.saturation(system), arrivals_s) for system, rate in runs]
+    planned = [PlannedRun(cast(SystemName, system), rate_spec(spec, rate).name, 1, None, price - RUN_OVERHEAD_S, price)
+               for (system, rate), price in zip(runs, prices, strict=True)]
     return JobPlan(tuple(made + planned))
 
 

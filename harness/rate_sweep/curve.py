@@ -49,10 +49,10 @@ def knee_rate(points: Sequence[RatePoint]) -> float | None:
     """Where the median normalized latency reaches KNEE_FACTOR x its lowest-rate value or the queue grows
     (None: not within the grid)."""
     ordered = sorted(points, key=lambda point: point.offered_rate)
-    if len(ordered) < 2 or not math.isfinite(ordered[0].normalized_p50_s):
+    ratio = _knee_ratio(ordered)
+    if ratio is None:
         return None
-    limit = KNEE_FACTOR * ordered[0].normalized_p50_s
-    knee = _first_crossing(ordered, lambda point: max(point.normalized_p50_s / limit, point.growth_ratio))
+    knee = _first_crossing(ordered, ratio)
     # A queue that already grew at the lowest rate: the knee is at or below it.
     return ordered[0].offered_rate if knee is not None and math.isnan(knee) else knee
 
@@ -62,12 +62,28 @@ def held_rate(points: Sequence[RatePoint], slo: Slo) -> HeldRate:
     ordered = sorted(points, key=lambda point: point.offered_rate)
     if not ordered:
         return HeldRate(math.nan, "below the grid")
-    rate = _first_crossing(ordered, lambda point: max(slo_ratio(point, slo), point.growth_ratio))
+    rate = _first_crossing(ordered, _held_ratio(slo))
     if rate is None:
         return HeldRate(ordered[-1].offered_rate, "at least")
     if math.isnan(rate):
         return HeldRate(math.nan, "below the grid")
     return HeldRate(rate, "interpolated")
+
+
+def knee_bracket(points: Sequence[RatePoint]) -> tuple[float, float] | None:
+    """The two run rates the knee lies between (None: not within the grid, or at or below its lowest rate)."""
+    ordered = sorted(points, key=lambda point: point.offered_rate)
+    ratio = _knee_ratio(ordered)
+    return _rates(_bracket(ordered, ratio)) if ratio is not None else None
+
+
+def held_bracket(points: Sequence[RatePoint], slo: Slo) -> tuple[float, float] | None:
+    """The two run rates the rate held under `slo` lies between (None: not within the grid, or below it)."""
+    return _rates(_bracket(sorted(points, key=lambda point: point.offered_rate), _held_ratio(slo)))
+
+
+def _rates(pair: tuple[RatePoint, RatePoint] | None) -> tuple[float, float] | None:
+    return (pair[0].offered_rate, pair[1].offered_rate) if pair is not None else None
 
 
 def slo_ratio(point: RatePoint, slo: Slo) -> float:
@@ -76,15 +92,39 @@ def slo_ratio(point: RatePoint, slo: Slo) -> float:
     return max(ratio if math.isfinite(ratio) else math.inf for ratio in ratios)
 
 
+def _knee_ratio(ordered: Sequence[RatePoint]) -> Callable[[RatePoint], float] | None:
+    """A point's distance to the knee (above 1: past it); None when the lowest rate gives no reference."""
+    if len(ordered) < 2 or not math.isfinite(ordered[0].normalized_p50_s):
+        return None
+    limit = KNEE_FACTOR * ordered[0].normalized_p50_s
+    return lambda point: max(point.normalized_p50_s / limit, point.growth_ratio)
+
+
+def _held_ratio(slo: Slo) -> Callable[[RatePoint], float]:
+    """A point's distance to the SLO or to falling behind, whichever is nearer (above 1: past it)."""
+    return lambda point: max(slo_ratio(point, slo), point.growth_ratio)
+
+
 def _first_crossing(ordered: Sequence[RatePoint], ratio: Callable[[RatePoint], float]) -> float | None:
     """Where `ratio` first crosses 1 over the rate-ordered points: None if never, NaN if already at the first."""
+    if not ordered:
+        return None
+    if not ratio(ordered[0]) <= 1:  # NaN counts as past the limit
+        return math.nan
+    pair = _bracket(ordered, ratio)
+    if pair is None:
+        return None
+    below, above = pair
+    return _crossing(below.offered_rate, ratio(below), above.offered_rate, ratio(above), 1.0)
+
+
+def _bracket(ordered: Sequence[RatePoint],
+             ratio: Callable[[RatePoint], float]) -> tuple[RatePoint, RatePoint] | None:
+    """The last point at or below 1 and the first past it (None: no such pair)."""
     previous: RatePoint | None = None
     for point in ordered:
-        value = ratio(point)
-        if not value <= 1:  # NaN counts as past the limit
-            if previous is None:
-                return math.nan
-            return _crossing(previous.offered_rate, ratio(previous), point.offered_rate, value, 1.0)
+        if not ratio(point) <= 1:  # NaN counts as past the limit
+            return (previous, point) if previous is not None else None
         previous = point
     return None
 

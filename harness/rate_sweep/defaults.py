@@ -9,3 +9,8 @@ DEFAULT_FRACTIONS = (0.3, 0.55, 0.75, 0.9, 1.05, 1.2, 1.4)
 WARMUP_S = 4.0
 # Arrivals measured per run: a run shorter than ~20 s is noise on a 2-core machine.
 MEASURE_S = 20.0
+# Rates added past the grid's top while a system still holds there, each this factor above the last.
+EXTRA_RATES = 2
+EXTRA_RATE_FACTOR = 1.2
+# Runs per system that halve the grid step around its held rate, then its knee.
+REFINE_RUNS = 2

@@ -24,9 +24,11 @@ class SweepMeasurements:
     """The sweep's bursts and points so far, and the report they make."""
 
     def __init__(self, workload: str, batch_size: int, slo: Slo, warmup_s: float, measure_s: float,
-                 static_batch_wait_s: float | None) -> None:
+                 static_batch_wait_s: float | None, schedule: tuple[int, int, int] = (0, 0, 0)) -> None:
+        """`schedule`: how the grid adapted, (fell_behind_runs, extra_rates, refine_runs) of SweepSettings."""
         self.workload, self.batch_size, self.slo = workload, batch_size, slo
         self.warmup_s, self.measure_s, self.static_batch_wait_s = warmup_s, measure_s, static_batch_wait_s
+        self.schedule = schedule
         self.saturations: dict[str, float] = {}
         self.points: list[RatePoint] = []
         self._runs: dict[tuple[str, float], RunData] = {}
@@ -78,7 +80,8 @@ class SweepMeasurements:
         cdf = {system: self._e2e(system, rate) for system in (s.system for s in systems)} if rate else {}
         decode = np.concatenate(self._decode_steps) if self._decode_steps else np.array([])
         settings = SweepSettings(self.workload, self.batch_size, self.slo, self.warmup_s, self.measure_s,
-                                 self.static_batch_wait_s, float(np.median(decode) * 1e3) if decode.size else math.nan)
+                                 self.static_batch_wait_s, float(np.median(decode) * 1e3) if decode.size else math.nan,
+                                 *self.schedule)
         return RateSweepResult(settings, systems, rate, {k: v for k, v in cdf.items() if v.size})
 
     def write(self, out: Path, stage: str | None = None) -> tuple[Path, Path, Path]:

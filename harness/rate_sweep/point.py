@@ -14,9 +14,8 @@ The measured requests are those planned to arrive after the warm-up. Their figur
   WAIT_GROWTH_LIMIT_S, even at the low end of the slope's 95% interval. The interval is
   what tells a trend from a static queue's sawtooth (a batch's worth of waits rises and
   falls every batch): a point estimate flipped either way just below static's saturation.
-  The level the queue reached in the warm-up does not excuse a growth (it once did: the
-  limit was half the median wait when larger). Such a point's latencies reflect the run's
-  length, not the rate, and are shown as such.
+  The level the queue reached in the warm-up does not excuse a growth. Such a point's
+  latencies reflect the run's length, not the rate, and are shown as such.
 """
 
 from __future__ import annotations

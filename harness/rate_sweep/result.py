@@ -34,6 +34,11 @@ class SweepSettings:
     measure_s: float
     static_batch_wait_s: float | None  # the static server's max batch delay; None without a launched static server
     decode_step_ms: float  # the continuous engine's median decode step at a full batch; NaN unknown
+    # How the grid adapted to the runs (harness.rate_sweep.schedule); all 0: every system ran every grid rate and
+    # nothing else, as sweeps written before the schedule did.
+    fell_behind_runs: int = 0
+    extra_rates: int = 0
+    refine_runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,10 @@ def system_result(system: str, saturation_rps: float, points: Sequence[RatePoint
 
 
 def cdf_rate(results: Sequence[SystemResult]) -> float | None:
-    """The rate to draw the CDFs at: the highest grid rate below every system's knee (else the lowest rate)."""
-    rates = sorted({point.offered_rate for result in results for point in result.points})
+    """The rate to draw the CDFs at: the highest rate every system ran below every system's knee (else the lowest
+    rate they all ran)."""
+    each = [{point.offered_rate for point in result.points} for result in results]
+    rates = sorted(set.intersection(*each)) if each else []
     if not rates:
         return None
     knees = [result.knee_rps for result in results if result.knee_rps is not None]

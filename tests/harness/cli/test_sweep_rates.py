@@ -38,7 +38,8 @@ def test_a_short_sweep_measures_queues_predicts_and_reanalyzes(tmp_path):
     workload.write_text(WORKLOAD)
     out = tmp_path / "sweep"
     result = batchbench("sweep-rates", "--workload", str(workload), "--model", "tiny", "--max-num-seqs", "8",
-                        "--fractions", "0.4,1.5", "--warmup-s", "1", "--measure-s", "6",
+                        "--fractions", "0.4,1.5", "--extra-rates", "0", "--refine-runs", "1", "--warmup-s", "1",
+                        "--measure-s", "6",
                         "--saturation-requests", "40", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == str(out / "report.html")
@@ -47,14 +48,17 @@ def test_a_short_sweep_measures_queues_predicts_and_reanalyzes(tmp_path):
     systems = summary["systems"]
     assert set(systems) == {"continuous", "static"}
     for system in systems.values():
-        assert system["saturation_rps"] > 0 and len(system["points"]) == 2
+        assert system["saturation_rps"] > 0 and len(system["points"]) in (2, 3)
         for point in system["points"]:
             assert point["measured"] > 0 and point["failed"] == 0
             assert point["queue_wait_p50_s"] is not None and point["predicted_e2e_p50_s"] > 0
             # The run's own steps against the held-out fit, and the prediction again at that speed. No bound on
             # the speed: runs of 6 s on a busy 2-core machine have run 2.2x slower than the fit.
             assert point["run_speed"] > 0 and point["predicted_e2e_p50_at_run_speed_s"] > 0
-    low, high = systems["static"]["points"]
+    # Static held at the low rate and fell behind at the high one: one run halfway between them refines its held rate.
+    low, middle, high = systems["static"]["points"]
+    assert middle["offered_rate"] == round((low["offered_rate"] + high["offered_rate"]) / 2, 2)
+    assert summary["refine_runs"] == 1 and summary["fell_behind_runs"] == 2
     continuous_low = systems["continuous"]["points"][0]
     # Static waits at the door for its batch (up to 1 s) at any rate; continuous admits at the next step.
     assert low["queue_wait_p50_s"] > 5 * continuous_low["queue_wait_p50_s"] and continuous_low["keeps_up"]
@@ -70,7 +74,8 @@ def test_a_short_sweep_measures_queues_predicts_and_reanalyzes(tmp_path):
     # The same Poisson runs as a night would record them: open loop, so gated on p50 E2E at one speed.
     assessment = assess_run_dirs(sorted(path for path in (out / "runs").iterdir() if "burst" not in path.name))
     rows = [repetition_from_run(run, source="nightly", invocation_id="sweep") for run in assessment.assessed]
-    assert len(rows) == 4 and {row.arrival for row in rows} == {"poisson"}
+    assert len(rows) == sum(len(system["points"]) for system in systems.values())
+    assert {row.arrival for row in rows} == {"poisson"}
     for row in rows:
         assert row.e2e_p50_s is not None and row.e2e_p50_at_one_speed_s is not None
         assert 0.5 < row.e2e_p50_s / row.e2e_p50_at_one_speed_s < 2
