@@ -177,7 +177,8 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
                 clock.run_done()
             grid = rates or _grid(measured.saturation("continuous"), fractions)
             logger.info("rates (requests/s): " + ", ".join(f"{rate:g}" for rate in grid))
-            schedule = RateSchedule(grid, systems, slo, args.extra_rates, args.refine_runs)
+            schedule = RateSchedule(grid, systems, slo, {system: measured.saturation(system) for system in systems},
+                                    args.extra_rates, args.refine_runs)
             if args.budget_min is not None:
                 expected = [(rate, measured.saturation(system)) for system, rate in schedule.left()]
                 measure_s = _measure_for_budget(args.budget_min, time.monotonic() - began, expected, args.warmup_s)

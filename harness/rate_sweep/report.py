@@ -82,7 +82,7 @@ def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
 
 def _headline(result: RateSweepResult) -> str:
     slo = result.settings.slo.describe()
-    parts = [f"Highest offered rate held under the SLO ({slo}), interpolated between grid rates:"]
+    parts = [f"Highest offered rate held under the SLO ({slo}), interpolated between the rates run:"]
     parts.append(", ".join(f"{s.system} {_held(s)} req/s" for s in result.systems) + ".")
     for other in ("static", "naive"):
         ratio = result.held_ratio("continuous", other)

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.rate_sweep.curve import Slo, held_bracket, knee_bracket
@@ -32,15 +32,17 @@ MIN_BRACKET = 0.10
 class RateSchedule:
     """The sweep's next runs, each group (system, rate) pairs to run in order; `record` each point as it comes."""
 
-    grid: Sequence[float]
+    grid: Sequence[float]  # ascending
     systems: Sequence[str]
     slo: Slo
+    # Each system's burst rate: where `left` expects it to fall behind (unknown: it runs the whole grid).
+    saturations: Mapping[str, float] = field(default_factory=dict)
     extra_rates: int = EXTRA_RATES
     refine_runs: int = REFINE_RUNS
-    points: dict[str, list[RatePoint]] = field(default_factory=dict)
-    _next_grid: int = 0
-    _extra_made: int = 0
-    _refined: dict[str, int] = field(default_factory=dict)
+    points: dict[str, list[RatePoint]] = field(default_factory=dict, init=False)
+    _next_grid: int = field(default=0, init=False)
+    _extra_made: int = field(default=0, init=False)
+    _refined: dict[str, int] = field(default_factory=dict, init=False)
 
     def record(self, point: RatePoint) -> None:
         """A run's point, in the order the runs finished."""
@@ -68,14 +70,22 @@ class RateSchedule:
         return sum(not point.keeps_up for point in self.points.get(system, [])) < FELL_BEHIND_RUNS
 
     def left(self) -> list[tuple[str, float]]:
-        """The runs expected after those made: the grid's rest for each system still in it, then the refinements
-        (priced at the grid's median rate). Growth past the grid is not foreseen."""
+        """The runs expected after those made: the grid's rest for each system still in it, up to where it is
+        expected to leave, then the refinements (priced at the grid's median rate). Growth past the grid is not
+        foreseen."""
         rest = [(system, rate) for rate in self.grid[self._next_grid:] for system in self.systems
-                if self.in_sweep(system)]
+                if self.in_sweep(system) and rate <= self._expected_top(system)]
         middle = sorted(self.grid)[len(self.grid) // 2] if self.grid else 0.0
         refinements = [(system, middle) for system in self.systems
                        for _ in range(self.refine_runs - self._refined.get(system, 0))]
         return rest + refinements
+
+    def _expected_top(self, system: str) -> float:
+        """The grid rate at which `system` is expected to have fallen behind FELL_BEHIND_RUNS times: the
+        FELL_BEHIND_RUNS-th above its burst's rate (a burst has read 0.7-1.4x what a system sustains here)."""
+        saturation = self.saturations.get(system, math.nan)
+        above = [rate for rate in self.grid if rate > saturation] if math.isfinite(saturation) else []
+        return above[FELL_BEHIND_RUNS - 1] if len(above) >= FELL_BEHIND_RUNS else math.inf
 
     def _crossed(self, system: str) -> bool:
         points = self.points.get(system, [])

@@ -149,6 +149,9 @@ def test_result_ratios_cdf_rate_and_queue_wait_ratio():
     assert result.held_ratio("continuous", "static") == pytest.approx(8 / (13 / 3))
     assert static.knee_rps == pytest.approx(4.4)  # median E2E 3 s of a 4 s limit at 4, growth ratio 2 at 6
     assert cdf_rate([continuous, static]) == 4  # the highest rate below every knee
+    # A rate only static ran (a refinement) has no continuous CDF to draw beside it.
+    refined = system_result("static", 5.0, [*static.points, _point(4.2, 3.0, system="static")], slo)
+    assert cdf_rate([continuous, refined]) == 4
     assert queue_wait_ratio(static, continuous) == {6: pytest.approx(10), 8: pytest.approx(10)}
 
 
@@ -211,8 +214,11 @@ def _made(schedule: RateSchedule, outcomes: dict[tuple[str, float], RatePoint]) 
 def test_a_system_leaves_the_grid_after_falling_behind_twice_and_the_others_go_on():
     outcomes = {("continuous", r): _point(r, 1.0) for r in (1, 2, 3, 4)}
     outcomes |= {("static", r): _point(r, 1.0, system="static", keeps_up=r < 2) for r in (1, 2, 3, 4)}
-    schedule = RateSchedule([1, 2, 3, 4], ["continuous", "static"], Slo(10.0, 100.0), extra_rates=0, refine_runs=0)
-    assert schedule.left() == [(system, rate) for rate in (1, 2, 3, 4) for system in ("continuous", "static")]
+    schedule = RateSchedule([1, 2, 3, 4], ["continuous", "static"], Slo(10.0, 100.0), {"static": 1.5},
+                            extra_rates=0, refine_runs=0)
+    # Static is expected to fall behind at the second grid rate above its burst's 1.5 req/s; continuous's is unknown.
+    assert schedule.left() == [("continuous", 1), ("static", 1), ("continuous", 2), ("static", 2),
+                               ("continuous", 3), ("static", 3), ("continuous", 4)]
     assert _made(schedule, outcomes) == [[("continuous", 1), ("static", 1)], [("continuous", 2), ("static", 2)],
                                          [("continuous", 3), ("static", 3)], [("continuous", 4)]]
     assert not schedule.in_sweep("static") and schedule.in_sweep("continuous")
