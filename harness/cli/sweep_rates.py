@@ -15,7 +15,7 @@ import logging
 import math
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -118,6 +118,7 @@ def _analyze(directory: Path, args: argparse.Namespace) -> int:
     from harness.rate_sweep.curve import Slo
     from harness.rate_sweep.measure import SweepMeasurements
     from harness.rate_sweep.report import SUMMARY_FILE
+    from harness.rate_sweep.result import ScheduleSettings
     from harness.rundir.reader import find_run_dirs
 
     try:
@@ -125,8 +126,7 @@ def _analyze(directory: Path, args: argparse.Namespace) -> int:
         settings = (earlier["workload"], earlier["batch_size"], earlier["warmup_s"], earlier["measure_s"],
                     earlier["static_batch_wait_s"])
         # Sweeps written before the schedule adapted the grid have none of its settings: every system ran every rate.
-        schedule = (int(earlier.get("fell_behind_runs", 0)), int(earlier.get("extra_rates", 0)),
-                    int(earlier.get("refine_runs", 0)))
+        schedule = ScheduleSettings(**{f.name: int(earlier.get(f.name, 0)) for f in fields(ScheduleSettings)})
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--analyze {directory}: not a rate sweep's report directory ({exc})") from None
     workload, batch_size, warmup_s, measure_s, static_wait = settings
@@ -154,6 +154,7 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
     from harness.rate_sweep.curve import Slo
     from harness.rate_sweep.grid import burst_spec
     from harness.rate_sweep.measure import SweepMeasurements
+    from harness.rate_sweep.result import ScheduleSettings
     from harness.rate_sweep.schedule import FELL_BEHIND_RUNS, RateSchedule
     from harness.sweep import SweepCell, iter_runs
 
@@ -167,7 +168,8 @@ def _sweep(args: argparse.Namespace, spec, fractions: tuple[float, ...], rates: 
         static_wait = args.batch_wait_s if "static" in targets and targets["static"].server else None
         measure_s = args.measure_s
         measured = SweepMeasurements(spec.name, args.max_num_seqs, slo, args.warmup_s, measure_s, static_wait,
-                                     (FELL_BEHIND_RUNS, args.extra_rates, args.refine_runs))
+                                     ScheduleSettings(fell_behind_runs=FELL_BEHIND_RUNS, extra_rates=args.extra_rates,
+                                                      refine_runs=args.refine_runs))
         clock = JobClock(None, len(systems))
         try:
             bursts = [SweepCell(system, burst_spec(spec, args.saturation_requests), targets[SERVER_MODE[system]])
@@ -224,7 +226,9 @@ class RateRuns:
 
 def _run_rates(schedule: RateSchedule, runs: RateRuns, bursts: list[SweepCell], clock: JobClock,
                measured: SweepMeasurements, out: Path) -> None:
-    """Make the schedule's runs group by group, each point told to the schedule; a PRELIMINARY report after each."""
+    """Make the schedule's runs group by group, the points so far told to the schedule; a PRELIMINARY report after
+    each run."""
+    from harness.rate_sweep.report import write_rate_report
     from harness.rate_sweep.schedule import FELL_BEHIND_RUNS
     from harness.sweep import iter_runs
 
@@ -233,14 +237,15 @@ def _run_rates(schedule: RateSchedule, runs: RateRuns, bursts: list[SweepCell], 
         note = _replanned(clock, bursts, made, group, schedule, measured, runs.spec, runs.warmup_s + runs.measure_s)
         cells = [runs.cell(system, rate) for system, rate in group]
         for index, finished in enumerate(iter_runs(cells, runs.runs_dir, 1, note=note)):
-            point = measured.add_point(finished.path)
-            was_in_sweep = schedule.in_sweep(point.system)
-            schedule.record(point)
+            system = measured.add_point(finished.path).system
+            was_in_sweep = schedule.in_sweep(system)
+            found = measured.result()
+            schedule.record([point for result in found.systems for point in result.points])
             made.append(group[index])
             clock.run_done()
-            if was_in_sweep and not schedule.in_sweep(point.system):
-                logger.info(f"[{point.system}] fell behind at {FELL_BEHIND_RUNS} rates: it runs no higher grid rate")
-            measured.write(out, f"PRELIMINARY: {len(made)} runs so far; rewritten after each")
+            if was_in_sweep and not schedule.in_sweep(system):
+                logger.info(f"[{system}] fell behind at {FELL_BEHIND_RUNS} rates: it runs no higher grid rate")
+            write_rate_report(found, out, f"PRELIMINARY: {len(made)} runs so far; rewritten after each")
 
 
 def _replanned(clock: JobClock, bursts: list[SweepCell], made: list[tuple[str, float]], group: list[tuple[str, float]],

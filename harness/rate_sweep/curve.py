@@ -9,8 +9,11 @@ over its limit (RatePoint.growth_ratio) is one of the ratios.
 - The knee: where the median normalized latency (E2E per output token) reaches
   KNEE_FACTOR times its value at the lowest rate, or the queue stops keeping up, whichever
   comes first. Normalized, because each rate's plan draws its own output lengths, and the
-  median E2E of one run moves with them (docs/validation/rate-sweep.md). Below it, more load costs a
-  request little; above it, the queue sets the latency. None when the grid never crosses.
+  median E2E of one run moves with them; read at one machine speed (each run's figure over
+  its steps' speed against the fit on the other runs, where known), because the machine's
+  speed moves from run to run and the load's effect is what the knee is for
+  (docs/validation/rate-sweep.md). Below it, more load costs a request little; above it, the
+  queue sets the latency. None when the grid never crosses.
 - The rate held under an SLO: where the worst of p50 TTFT / its target, p99 E2E / its
   target and the queue's growth ratio crosses 1.
 """
@@ -46,8 +49,8 @@ class HeldRate:
 
 
 def knee_rate(points: Sequence[RatePoint]) -> float | None:
-    """Where the median normalized latency reaches KNEE_FACTOR x its lowest-rate value or the queue grows
-    (None: not within the grid)."""
+    """Where the median normalized latency at one machine speed reaches KNEE_FACTOR x its lowest-rate value or
+    the queue grows (None: not within the grid)."""
     ordered = sorted(points, key=lambda point: point.offered_rate)
     ratio = _knee_ratio(ordered)
     if ratio is None:
@@ -94,10 +97,10 @@ def slo_ratio(point: RatePoint, slo: Slo) -> float:
 
 def _knee_ratio(ordered: Sequence[RatePoint]) -> Callable[[RatePoint], float] | None:
     """A point's distance to the knee (above 1: past it); None when the lowest rate gives no reference."""
-    if len(ordered) < 2 or not math.isfinite(ordered[0].normalized_p50_s):
+    if len(ordered) < 2 or not math.isfinite(ordered[0].normalized_at_fit_speed_s):
         return None
-    limit = KNEE_FACTOR * ordered[0].normalized_p50_s
-    return lambda point: max(point.normalized_p50_s / limit, point.growth_ratio)
+    limit = KNEE_FACTOR * ordered[0].normalized_at_fit_speed_s
+    return lambda point: max(point.normalized_at_fit_speed_s / limit, point.growth_ratio)
 
 
 def _held_ratio(slo: Slo) -> Callable[[RatePoint], float]:

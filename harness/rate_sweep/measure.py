@@ -16,7 +16,7 @@ from harness.rate_sweep.grid import saturation_rate
 from harness.rate_sweep.point import RatePoint, measure_point, measured_window
 from harness.rate_sweep.predict import PredictedPoint, predict_points
 from harness.rate_sweep.report import write_rate_report
-from harness.rate_sweep.result import RateSweepResult, SweepSettings, cdf_rate, system_result
+from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SweepSettings, cdf_rate, system_result
 from harness.rundir.reader import RunData, load_run
 
 
@@ -24,8 +24,7 @@ class SweepMeasurements:
     """The sweep's bursts and points so far, and the report they make."""
 
     def __init__(self, workload: str, batch_size: int, slo: Slo, warmup_s: float, measure_s: float,
-                 static_batch_wait_s: float | None, schedule: tuple[int, int, int] = (0, 0, 0)) -> None:
-        """`schedule`: how the grid adapted, (fell_behind_runs, extra_rates, refine_runs) of SweepSettings."""
+                 static_batch_wait_s: float | None, schedule: ScheduleSettings) -> None:
         self.workload, self.batch_size, self.slo = workload, batch_size, slo
         self.warmup_s, self.measure_s, self.static_batch_wait_s = warmup_s, measure_s, static_batch_wait_s
         self.schedule = schedule
@@ -81,7 +80,7 @@ class SweepMeasurements:
         decode = np.concatenate(self._decode_steps) if self._decode_steps else np.array([])
         settings = SweepSettings(self.workload, self.batch_size, self.slo, self.warmup_s, self.measure_s,
                                  self.static_batch_wait_s, float(np.median(decode) * 1e3) if decode.size else math.nan,
-                                 *self.schedule)
+                                 self.schedule)
         return RateSweepResult(settings, systems, rate, {k: v for k, v in cdf.items() if v.size})
 
     def write(self, out: Path, stage: str | None = None) -> tuple[Path, Path, Path]:

@@ -13,7 +13,7 @@ from harness.report.plots import SYSTEM_COLORS, to_png
 # (attribute, panel title) of the latency panels, headline first.
 LATENCY_PANELS = (
     ("e2e_p50_s", "p50 E2E (s)"), ("e2e_p99_s", "p99 E2E (s)"), ("ttft_p50_s", "p50 TTFT (s)"),
-    ("ttft_p99_s", "p99 TTFT (s)"), ("normalized_p50_s", "p50 E2E per output token (s)"),
+    ("ttft_p99_s", "p99 TTFT (s)"), ("normalized_at_fit_speed_s", "p50 E2E per output token,\nat the fit's speed (s)"),
     ("queue_wait_p50_s", "p50 queue wait (s)"),
 )
 
@@ -23,8 +23,8 @@ def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mappin
     """p50/p99 E2E and TTFT against offered rate, one line per system; hollow markers where the queue grew.
 
     The p50 E2E panel carries each run's 95% interval and the prediction (dashed); the panel the knee is read
-    from, E2E per output token, a dotted line at each knee. `targets` maps a panel's attribute to its SLO
-    target, drawn as a grey dashed line.
+    from, E2E per output token at the step cost's speed, a dotted line at each knee. `targets` maps a panel's
+    attribute to its SLO target, drawn as a grey dashed line.
     """
     fig = Figure(figsize=(10, 10))
     axes = fig.subplots(3, 2, sharex=True).ravel()
@@ -46,7 +46,7 @@ def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mappin
                 if np.isfinite(predicted).any():
                     ax.plot(rates, predicted, color=color, linestyle="--", alpha=0.8, label=f"{system} predicted")
             knee = knees.get(system)
-            if attribute == "normalized_p50_s" and knee is not None:
+            if attribute == "normalized_at_fit_speed_s" and knee is not None:
                 ax.axvline(knee, color=color, linestyle=":", alpha=0.8)
         if attribute in targets:
             ax.axhline(targets[attribute], color="grey", linestyle="--", linewidth=1, label="SLO target")

@@ -79,6 +79,13 @@ class RatePoint:
         return _relative(self.e2e_p50_s, self.predicted_e2e_p50_at_run_speed_s)
 
     @property
+    def normalized_at_fit_speed_s(self) -> float:
+        """normalized_p50_s at the speed of the step cost fitted on the server's other runs: divided by run_speed
+        where known. The machine's speed moves by up to ~30% from run to run here, and a knee read off the raw
+        figure once followed one slow run instead of the load (docs/validation/rate-sweep.md)."""
+        return self.normalized_p50_s / self.run_speed if self.run_speed > 0 else self.normalized_p50_s
+
+    @property
     def growth_ratio(self) -> float:
         """The wait's surest growth over its limit: above 1, the queue did not keep up (0 when it shrank or is
         unknown)."""

@@ -12,7 +12,7 @@ from harness.rate_sweep.curve import KNEE_FACTOR
 from harness.rate_sweep.defaults import EXTRA_RATE_FACTOR
 from harness.rate_sweep.plots import latency_cdf_plot, latency_curves_plot
 from harness.rate_sweep.point import WAIT_GROWTH_LIMIT_S, RatePoint
-from harness.rate_sweep.result import RateSweepResult, SweepSettings, SystemResult, queue_wait_ratio
+from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SystemResult, queue_wait_ratio
 from harness.rate_sweep.schedule import MIN_BRACKET
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.format import num, pct, times, with_low
@@ -147,16 +147,18 @@ def _method(result: RateSweepResult) -> tuple[str, ...]:
         f"Each system first serves a burst; its saturation rate is the requests finished by the 90th percentile"
         f" finish over the time to it. The grid is set from continuous's. B = {settings.batch_size}.",
         f"Each rate: Poisson arrivals, {settings.warmup_s:g} s of warm-up (left out) then {settings.measure_s:g} s"
-        f" measured; the grid's rates ascending, systems interleaved. {_schedule_text(settings)} Planned: the rate the"
-        " Poisson draw holds in the measured window; sent: the rate the client sent it at (below planned, and a"
-        " late p99 of more than a few ms, when the client fell behind).",
+        f" measured; the grid's rates ascending, systems interleaved. {_schedule_text(settings.schedule)}"
+        " Planned: the rate the Poisson draw holds in the measured window; sent: the rate the client sent it at"
+        " (below planned, and a late p99 of more than a few ms, when the client fell behind).",
         "A run did not keep up when its queue wait (else TTFT) grew over the measured window (Theil-Sen slope times"
         f" the window) by more than {num(WAIT_GROWTH_LIMIT_S)} s even at the low end of the slope's 95% interval."
         " Its latencies reflect the run's length, not the rate. The knee and the rate held are interpolated where"
         " the worst of their ratios to their limits (the queue's surest growth among them) crosses 1.",
         f"Static's admission (max batch delay): {wait}.",
         f"Knee: the rate where the median normalized latency (E2E per output token) reaches {KNEE_FACTOR:g}x its"
-        " value at the lowest rate, or the queue stops keeping up, whichever comes first.",
+        " value at the lowest rate, or the queue stops keeping up, whichever comes first. Each run's figure is"
+        " read at the speed of the step cost fitted on the other runs (divided by its steps' speed against that"
+        " fit, where known): the machine's speed moves from run to run, and the knee is the load's effect.",
     ]
     if math.isfinite(settings.decode_step_ms):
         items.append(f"The continuous engine's median decode step at a full batch of {settings.batch_size}:"
@@ -167,15 +169,15 @@ def _method(result: RateSweepResult) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _schedule_text(settings: SweepSettings) -> str:
-    if not settings.fell_behind_runs:
+def _schedule_text(schedule: ScheduleSettings) -> str:
+    if not schedule.fell_behind_runs:
         return "Every system ran every rate."
-    text = f"A system that fell behind at {settings.fell_behind_runs} rates runs no higher one."
-    if settings.extra_rates:
-        text += (f" Past the grid's top, up to {settings.extra_rates} rates {EXTRA_RATE_FACTOR:g}x apart are added"
+    text = f"A system that fell behind at {schedule.fell_behind_runs} rates runs no higher one."
+    if schedule.extra_rates:
+        text += (f" Past the grid's top, up to {schedule.extra_rates} rates {EXTRA_RATE_FACTOR:g}x apart are added"
                  " while a system has crossed neither its knee nor its SLO.")
-    if settings.refine_runs:
-        text += (f" Then each system runs up to {settings.refine_runs} rates halfway between the two around its held"
+    if schedule.refine_runs:
+        text += (f" Then each system runs up to {schedule.refine_runs} rates halfway between the two around its held"
                  f" rate (then its knee) while they are more than {MIN_BRACKET:.0%} apart.")
     return text
 
@@ -213,9 +215,7 @@ def _summary(result: RateSweepResult, stage: str | None) -> dict[str, Any]:
         "measure_s": settings.measure_s,
         "static_batch_wait_s": settings.static_batch_wait_s,
         "decode_step_ms": settings.decode_step_ms,
-        "fell_behind_runs": settings.fell_behind_runs,
-        "extra_rates": settings.extra_rates,
-        "refine_runs": settings.refine_runs,
+        **asdict(settings.schedule),
         "held_ratio": {f"continuous/{other}": result.held_ratio("continuous", other) for other in ("static", "naive")},
         "knee_ratio": {"continuous/static": result.knee_ratio("continuous", "static")},
         "worst_prediction_error_below_knee": worst_prediction_error(result),

@@ -24,6 +24,16 @@ class SystemResult:
 
 
 @dataclass(frozen=True)
+class ScheduleSettings:
+    """How the grid adapted to the runs (harness.rate_sweep.schedule). All 0: every system ran every grid rate and
+    nothing else, as sweeps written before the schedule did."""
+
+    fell_behind_runs: int = 0
+    extra_rates: int = 0
+    refine_runs: int = 0
+
+
+@dataclass(frozen=True)
 class SweepSettings:
     """How the sweep ran: stated in the report and summary.json."""
 
@@ -34,11 +44,7 @@ class SweepSettings:
     measure_s: float
     static_batch_wait_s: float | None  # the static server's max batch delay; None without a launched static server
     decode_step_ms: float  # the continuous engine's median decode step at a full batch; NaN unknown
-    # How the grid adapted to the runs (harness.rate_sweep.schedule); all 0: every system ran every grid rate and
-    # nothing else, as sweeps written before the schedule did.
-    fell_behind_runs: int = 0
-    extra_rates: int = 0
-    refine_runs: int = 0
+    schedule: ScheduleSettings = ScheduleSettings()
 
 
 @dataclass(frozen=True)

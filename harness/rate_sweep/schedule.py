@@ -30,7 +30,7 @@ MIN_BRACKET = 0.10
 
 @dataclass
 class RateSchedule:
-    """The sweep's next runs, each group (system, rate) pairs to run in order; `record` each point as it comes."""
+    """The sweep's next runs, each group (system, rate) pairs to run in order; `record` the points after each run."""
 
     grid: Sequence[float]  # ascending
     systems: Sequence[str]
@@ -44,9 +44,12 @@ class RateSchedule:
     _extra_made: int = field(default=0, init=False)
     _refined: dict[str, int] = field(default_factory=dict, init=False)
 
-    def record(self, point: RatePoint) -> None:
-        """A run's point, in the order the runs finished."""
-        self.points.setdefault(point.system, []).append(point)
+    def record(self, points: Sequence[RatePoint]) -> None:
+        """Every run's point so far: their figures may be revised as runs come (each run's speed is read against a
+        step cost fitted on the others)."""
+        self.points = {}
+        for point in points:
+            self.points.setdefault(point.system, []).append(point)
 
     def next_runs(self) -> list[tuple[str, float]]:
         """The next group of runs; empty when the sweep is done."""
@@ -75,7 +78,7 @@ class RateSchedule:
         foreseen."""
         rest = [(system, rate) for rate in self.grid[self._next_grid:] for system in self.systems
                 if self.in_sweep(system) and rate <= self._expected_top(system)]
-        middle = sorted(self.grid)[len(self.grid) // 2] if self.grid else 0.0
+        middle = self.grid[len(self.grid) // 2] if self.grid else 0.0
         refinements = [(system, middle) for system in self.systems
                        for _ in range(self.refine_runs - self._refined.get(system, 0))]
         return rest + refinements

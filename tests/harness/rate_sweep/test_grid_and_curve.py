@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -125,6 +126,17 @@ def test_knee_is_where_median_e2e_per_token_doubles_interpolated():
     assert knee_rate([_point(1, 1.0, keeps_up=False), _point(2, 1.2)]) == 1
 
 
+def test_knee_is_read_at_the_fit_s_speed_so_one_slow_run_does_not_make_it():
+    # The run at 2 req/s measured 2.2x the lowest rate's latency per token, but its steps ran 1.5x slower than
+    # the fit on the other runs: at the fit's speed it is 1.47x, and the knee is where the load doubles it.
+    points = [_point(1, 1.0), replace(_point(2, 2.2), run_speed=1.5), _point(3, 1.6), _point(4, 2.4)]
+    assert knee_rate(points) == pytest.approx(3.5)
+    assert knee_rate([replace(point, run_speed=math.nan) for point in points]) == pytest.approx(1 + 1 / 1.2)
+    # A fast lowest rate sets a low limit unless read at the fit's speed.
+    fast_first = [replace(_point(1, 0.8), run_speed=0.8), _point(2, 1.2), _point(3, 1.6), _point(4, 2.4)]
+    assert knee_rate(fast_first) == pytest.approx(3.5)
+
+
 def test_held_rate_interpolates_the_worst_target_and_stops_at_the_first_failure():
     slo = Slo(ttft_p50_s=1.0, e2e_p99_s=10.0)
     points = [_point(1, 1.0, e2e_p99=4), _point(2, 1.0, e2e_p99=8), _point(3, 1.0, e2e_p99=12),
@@ -203,11 +215,12 @@ def test_the_rate_report_opens_with_its_headline_above_the_fold_and_every_plot_l
 
 def _made(schedule: RateSchedule, outcomes: dict[tuple[str, float], RatePoint]) -> list[list[tuple[str, float]]]:
     """Every group the schedule asks for, each run's point taken from `outcomes`."""
-    groups = []
+    groups, made = [], []
     while group := schedule.next_runs():
         groups.append(group)
         for run in group:
-            schedule.record(outcomes[run])
+            made.append(outcomes[run])
+            schedule.record(made)
     return groups
 
 
