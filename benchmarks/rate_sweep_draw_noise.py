@@ -42,6 +42,12 @@ import pandas as pd
 
 from harness.analysis.gap import simulate_plan
 from harness.analysis.step_predict import fit_server_step_cost, runs_by_server
+from harness.cli.sweep_rates import (
+    DEFAULT_SLO_E2E_P99_S,
+    DEFAULT_SLO_TTFT_P50_S,
+    DEFAULT_WORKLOAD,
+    SATURATION_REQUESTS,
+)
 from harness.paper.step_cost import LinearStepCost
 from harness.rate_sweep.curve import Slo
 from harness.rate_sweep.defaults import DEFAULT_FRACTIONS, EXTRA_RATES, REFINE_RUNS, WARMUP_S
@@ -52,12 +58,13 @@ from harness.rate_sweep.schedule import RateSchedule
 from harness.rundir.reader import find_run_dirs, load_run
 from harness.systems import SystemName
 from harness.workload import WorkloadSpec, build_plan, load_spec
+from launchers.spec import ServerSpec
 
 SYSTEMS = ("continuous", "static")
 BATCH_SIZE = 16
-STATIC_BATCH_WAIT_S = 1.0
-SLO = Slo(2.0, 10.0)
-SATURATION_REQUESTS = 200
+# The sweep's own defaults: static's max batch delay is the launcher's.
+STATIC_BATCH_WAIT_S = float(ServerSpec.model_fields["batch_wait_s"].default)
+SLO = Slo(DEFAULT_SLO_TTFT_P50_S, DEFAULT_SLO_E2E_P99_S)
 TOLERANCE = 0.10
 
 
@@ -137,7 +144,7 @@ def spreads(sweeps: Sequence[dict[str, float]]) -> dict[str, dict[str, float]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", type=Path, help="a measured sweep's report directory: its steps set the step costs")
-    parser.add_argument("--workload", default="cpu-anyscale-latency")
+    parser.add_argument("--workload", default=DEFAULT_WORKLOAD)
     parser.add_argument("--windows", default="20,30,40", help="measured seconds per run, comma-separated")
     parser.add_argument("--seeds", type=int, default=20, help="draws in the 'draw' scenario")
     parser.add_argument("--out", type=Path, required=True)

@@ -81,8 +81,8 @@ class RatePoint:
     @property
     def normalized_at_fit_speed_s(self) -> float:
         """normalized_p50_s at the speed of the step cost fitted on the server's other runs: divided by run_speed
-        where known. The machine's speed moves by up to ~30% from run to run here, and a knee read off the raw
-        figure once followed one slow run instead of the load (docs/validation/rate-sweep.md)."""
+        where known, so that the knee follows the load and not the machine's speed, which moves from run to run
+        (docs/validation/rate-sweep.md)."""
         return self.normalized_p50_s / self.run_speed if self.run_speed > 0 else self.normalized_p50_s
 
     @property
