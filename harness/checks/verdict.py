@@ -67,6 +67,10 @@ class Verdict(BaseModel):
     wall_s: float = Field(description="How long the whole check took.")
     rows: tuple[CheckRow, ...]
     notes: tuple[str, ...] = Field((), description="Lines shown under the table (e.g. what was skipped and why).")
+    vllm: str = Field("unknown", description="The vLLM build checked, e.g. 'vllm 0.34.0'.")
+    vllm_untested: str | None = Field(
+        None, description="'UNTESTED VLLM ...' when that build is outside the tested releases (run with"
+        " --allow-untested-vllm); None for a tested one.")
 
     @property
     def passed(self) -> bool:
@@ -74,16 +78,17 @@ class Verdict(BaseModel):
 
     @property
     def headline(self) -> str:
+        untested = f" ({self.vllm_untested})" if self.vllm_untested else ""
         failed = [row.name for row in self.rows if not row.passed]
         if failed:
-            return f"FAIL: {len(failed)} of {len(self.rows)} checks failed ({', '.join(failed)})"
+            return f"FAIL: {len(failed)} of {len(self.rows)} checks failed ({', '.join(failed)}){untested}"
         skipped = sum(row.status == "skip" for row in self.rows)
         return f"PASS: {len(self.rows) - skipped} of {len(self.rows)} checks passed" + (
             f", {skipped} skipped" if skipped else ""
-        )
+        ) + untested
 
     def setting(self) -> str:
-        return f"{self.device}, model {self.model}, B = {self.batch_size}, {self.wall_s / 60:.1f} min"
+        return f"{self.device}, {self.vllm}, model {self.model}, B = {self.batch_size}, {self.wall_s / 60:.1f} min"
 
 
 def render_terminal(verdict: Verdict) -> str:

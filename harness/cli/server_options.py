@@ -36,6 +36,8 @@ def server_argument(name: str, field: FieldInfo) -> dict[str, Any]:
     shown = "" if field.default is None else f" (default {_shown(field.default)})"
     if name == "model":
         return {"default": None, "help": f"launching: {description}{shown}{ENDPOINT_MODEL_HELP}"}
+    if kind is bool:
+        return {"action": "store_true", "default": field.default, "help": description}
     keywords: dict[str, Any] = {"default": field.default, "help": description + shown}
     if get_origin(kind) is Literal:
         keywords["choices"] = get_args(kind)

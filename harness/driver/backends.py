@@ -52,6 +52,8 @@ class Backend:
     tokenize_path: str | None = None
     # Prometheus text with vLLM's metric names (harness.telemetry); None: the kind has none.
     metrics_path: str | None = None
+    # GET answering {"version": ...}, the server's own release; None: the kind has none.
+    version_path: str | None = None
 
     def request_body(self, model: str, prompt: str, tokens: int, endpoint: str) -> dict[str, Any]:
         """The streamed request's JSON body for `prompt`, asking for `tokens` output tokens."""
@@ -110,6 +112,7 @@ VLLM = Backend(
     },
     tokenize_path="/tokenize",
     metrics_path="/metrics",
+    version_path="/version",
 )
 TRANSFORMERS = Backend(
     name="transformers",

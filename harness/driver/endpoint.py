@@ -29,6 +29,8 @@ class EndpointInfo:
     max_model_len: int | None
     # Who the server says owns the model; the calibration endpoint says so there.
     owned_by: str | None = None
+    # The version the server reports of itself (vLLM's /version); None where it gives none.
+    server_version: str | None = None
 
 
 class _ModelEntry(BaseModel):
@@ -42,6 +44,12 @@ class _ModelList(BaseModel):
     """The shape of an OpenAI-compatible /v1/models answer (other fields ignored)."""
 
     data: list[_ModelEntry]
+
+
+class _Version(BaseModel):
+    """vLLM's /version answer."""
+
+    version: StrictStr
 
 
 class _TokenCount(BaseModel):
@@ -67,7 +75,19 @@ def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None, ba
     if model not in served:
         raise UsageError(f"model {model!r} is not served at {url} (served: {', '.join(sorted(served)) or 'none'})")
     entry = served[model]
-    return EndpointInfo(url, model, entry.root, entry.max_model_len, entry.owned_by)
+    return EndpointInfo(url, model, entry.root, entry.max_model_len, entry.owned_by,
+                        _server_version(url, headers, backend))
+
+
+def _server_version(url: str, headers: dict[str, str], backend: Backend) -> str | None:
+    """What the server's version route says (vLLM's `/version`); None where it has none or says nothing usable."""
+    if backend.version_path is None:
+        return None
+    try:
+        response = httpx.get(f"{url}{backend.version_path}", headers=headers, timeout=10)
+        return _Version.model_validate_json(response.content).version if response.status_code == 200 else None
+    except (httpx.HTTPError, ValidationError):
+        return None
 
 
 def _probe_unlisted(url: str, headers: dict[str, str], model: str | None, backend: Backend) -> EndpointInfo:

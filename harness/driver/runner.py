@@ -186,6 +186,7 @@ def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
         endpoint=request.endpoint.base_url,
         model=request.endpoint.model,
         server=request.server,
+        server_version=request.endpoint.server_version,
         harness_version=harness_version(),
         git_sha=git_sha(),
         locust_version=metadata.version("locust"),

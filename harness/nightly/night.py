@@ -42,6 +42,8 @@ class NightResult:
     repetitions: tuple[RepetitionRow, ...]
     run_dirs: tuple[Path, ...]
     extra_repetitions: int
+    # "UNTESTED VLLM ..." of each server launched on a vLLM outside the tested releases.
+    untested_vllm: tuple[str, ...] = ()
 
 
 def run_night(
@@ -86,7 +88,8 @@ def run_night(
     passed = {config.config_key for config in result.configs if config.outcome == "pass"}
     recorded = [row.model_copy(update={"accepted": accept or row.config_key in passed}) for row in repetitions]
     store.append(recorded)
-    return NightResult(result, tuple(recorded), tuple(run_dirs), extra)
+    untested = (target.server.get("vllm_untested") for target in targets.values() if target.server)
+    return NightResult(result, tuple(recorded), tuple(run_dirs), extra, tuple(dict.fromkeys(filter(None, untested))))
 
 
 def _repetitions(run_dirs: Sequence[Path], invocation_id: str) -> list[RepetitionRow]:

@@ -21,6 +21,7 @@ from harness.gate.rule import format_figure
 from harness.nightly.changes import ChangePoint, change_points
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.plots import to_png
+from harness.report.untested import UNTESTED_TITLE, untested_vllm_blocks
 
 
 @dataclass(frozen=True)
@@ -75,14 +76,23 @@ def trend_plot(points: Sequence[NightPoint], verdict: ConfigVerdict, changes: Se
     return to_png(fig)
 
 
-def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame]) -> list[Block]:
+def trend_title(suite_name: str, untested_vllm: Sequence[str] = ()) -> str:
+    """The trend report's title; it says UNTESTED VLLM first when a server ran one."""
+    title = f"Nightly trend: {suite_name}"
+    return f"{UNTESTED_TITLE}. {title}" if untested_vllm else title
+
+
+def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame],
+                 untested_vllm: Sequence[str] = ()) -> list[Block]:
     """The trend report: tonight's verdict table, then one figure per configuration.
 
     `history` holds each configuration's repetitions (the store's frame, tonight's included),
-    from this machine and server, by config_key.
+    from this machine and server, by config_key. `untested_vllm`: the markings of servers
+    launched on a vLLM outside the tested releases, said beside the verdict.
     """
     blocks: list[Block] = [
-        Heading(f"Nightly trend: {suite_name}", 1),
+        Heading(trend_title(suite_name, untested_vllm), 1),
+        *untested_vllm_blocks(untested_vllm),
         Paragraph(summary_line(result)),
         Table(HEADER, tuple(rows(result)), table_id="gate", numeric=False),
     ]

@@ -17,6 +17,7 @@ from harness.rate_sweep.point import RatePoint, measure_point, measured_window
 from harness.rate_sweep.predict import PredictedPoint, predict_points
 from harness.rate_sweep.report import write_rate_report
 from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SweepSettings, cdf_rate, system_result
+from harness.rundir.manifest import untested_vllm
 from harness.rundir.reader import RunData, load_run
 
 
@@ -81,7 +82,8 @@ class SweepMeasurements:
         settings = SweepSettings(self.workload, self.batch_size, self.slo, self.warmup_s, self.measure_s,
                                  self.static_batch_wait_s, float(np.median(decode) * 1e3) if decode.size else math.nan,
                                  self.schedule)
-        return RateSweepResult(settings, systems, rate, {k: v for k, v in cdf.items() if v.size})
+        return RateSweepResult(settings, systems, rate, {k: v for k, v in cdf.items() if v.size},
+                               tuple(untested_vllm([run.manifest for run in self._loaded])))
 
     def write(self, out: Path, stage: str | None = None) -> tuple[Path, Path, Path]:
         """Write the report of the runs so far."""

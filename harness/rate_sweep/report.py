@@ -17,6 +17,7 @@ from harness.rate_sweep.schedule import MIN_BRACKET
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.format import num, pct, times, with_low
 from harness.report.render import write_blocks
+from harness.report.untested import UNTESTED_TITLE, untested_vllm_blocks
 
 SUMMARY_FILE = "summary.json"
 # The short runs a test makes are marked: below this many measured seconds a figure is noise here.
@@ -29,17 +30,23 @@ def write_rate_report(result: RateSweepResult, out: Path, stage: str | None = No
     Returns (report.md, report.html, summary.json).
     """
     out.mkdir(parents=True, exist_ok=True)
-    markdown, page, _ = write_blocks(_blocks(result, stage), out, f"Rate sweep: {result.settings.workload}", "report")
+    markdown, page, _ = write_blocks(_blocks(result, stage), out, _title(result), "report")
     summary = out / SUMMARY_FILE
     summary.write_text(json.dumps(_summary(result, stage), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return markdown, page, summary
 
 
+def _title(result: RateSweepResult) -> str:
+    title = f"Rate sweep: {result.settings.workload}"
+    return f"{UNTESTED_TITLE}. {title}" if result.untested_vllm else title
+
+
 def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
     settings = result.settings
-    blocks: list[Block] = [Heading(f"Rate sweep: {settings.workload}", 1)]
+    blocks: list[Block] = [Heading(_title(result), 1)]
     if stage:
         blocks.append(Paragraph(f"**{stage}**"))
+    blocks += untested_vllm_blocks(result.untested_vllm)
     blocks.append(Paragraph(_headline(result)))
     blocks.append(Table(
         ("system", "saturation (req/s)", "knee (req/s)", "held under SLO (req/s)", "runs"),
@@ -208,6 +215,7 @@ def _summary(result: RateSweepResult, stage: str | None) -> dict[str, Any]:
     return _finite({
         "kind": "rate-sweep",
         "stage": stage,
+        "untested_vllm": list(result.untested_vllm),
         "workload": settings.workload,
         "batch_size": settings.batch_size,
         "slo": asdict(settings.slo),

@@ -55,6 +55,8 @@ class RateSweepResult:
     systems: tuple[SystemResult, ...]
     cdf_rate: float | None = None  # the rate the CDFs were drawn at
     cdf_e2e: Mapping[str, np.ndarray] = field(default_factory=dict)
+    # "UNTESTED VLLM ..." of each server run on a vLLM outside the tested releases (harness.rundir.manifest).
+    untested_vllm: tuple[str, ...] = ()
 
     def system(self, name: str) -> SystemResult | None:
         return next((result for result in self.systems if result.system == name), None)

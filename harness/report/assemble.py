@@ -37,7 +37,8 @@ from harness.report.headline import (
 )
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_cost_summary import StepCostSummary
-from harness.rundir.manifest import RunManifest
+from harness.report.untested import UNTESTED_TITLE, untested_vllm_blocks
+from harness.rundir.manifest import RunManifest, untested_vllm
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ def assemble_report(
         )
     partial = [f"{run.data.path.name}: {'; '.join(run.data.partial)}" for run in assessed if run.data.partial]
     title = PARTIAL_TITLE if partial else ReportExtras().title
+    untested = untested_vllm([run.data.manifest for run in assessed])
+    if untested:
+        title = f"{UNTESTED_TITLE}. {title}"
     extras = ReportExtras(
         title=f"{stage.line()}. {title}" if stage else title,
         caveats=notes,
@@ -109,6 +113,7 @@ def assemble_report(
         lead=[
             *([Paragraph(f"**{stage.line()}.**")] if stage else []),
             *partial_blocks(partial),
+            *untested_vllm_blocks(untested),
             *calibration_blocks([run.data.manifest for run in assessed]),
             *client_bound_blocks(assessed),
             *headline_blocks(rows, smoke, assessment.common_fit,
@@ -116,7 +121,7 @@ def assemble_report(
         ],
         details=cell_blocks(cells),
         blocked=blocked,
-        summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial,
+        summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial, "untested_vllm": untested,
                                                               "stage": stage.line() if stage else None},
         measured=[run.data.manifest for run in assessed],
         headline_ratio=PAIRED if paired_ratios(rows) else "",

@@ -241,6 +241,8 @@ def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:
 
 def _vllm_version(manifest: RunManifest) -> str:
     if manifest.server is None:
+        if manifest.server_version:
+            return f"{manifest.server_version} (external server, as its /version says)"
         return "unknown (external server)"
     return str(manifest.server.get("vllm_version", "unknown"))
 

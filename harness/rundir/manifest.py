@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -115,6 +116,10 @@ class RunManifest(BaseModel):
     endpoint: str = Field(description="base URL of the server under test")
     model: str = Field(description="served model name")
     server: dict[str, Any] | None = Field(description="launcher's server info (argv, server build); None if external")
+    server_version: str | None = Field(
+        None, description="the version the server reports of itself (vLLM's /version), launched or attached; None"
+        " where it gives none, and in runs recorded before it"
+    )
     harness_version: str = Field(description="batchbench version")
     git_sha: str | None = Field(description="git commit of the harness, if run from a checkout")
     locust_version: str = Field(description="Locust version that drove the load")
@@ -158,6 +163,16 @@ def server_build(server: dict[str, Any] | None) -> tuple[str, str] | None:
         return None
     name = server.get("vllm_distribution", server.get("server_distribution", "unknown"))
     return str(name), str(server.get("vllm_version", server.get("server_version", "unknown")))
+
+
+def untested_vllm(manifests: Sequence[RunManifest]) -> list[str]:
+    """Each distinct "UNTESTED VLLM ..." marking of the launched servers behind `manifests`, in order.
+
+    A launcher records one when it ran a vLLM outside the tested releases
+    (launchers.vllm_releases) because --allow-untested-vllm said so; empty for tested ones.
+    """
+    found = [str(m.server["vllm_untested"]) for m in manifests if m.server and m.server.get("vllm_untested")]
+    return list(dict.fromkeys(found))
 
 
 def host_info() -> HostInfo:

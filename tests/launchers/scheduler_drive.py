@@ -13,6 +13,7 @@ Aborts arrive as the engine core takes them: between steps in the synchronous lo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import Counter, deque
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from vllm import triton_utils
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.sampling_params import SamplingParams
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -36,6 +38,9 @@ SAMPLED_TOKEN = 100
 
 def vllm_config(model_dir: Path, max_num_seqs: int, num_blocks: int, max_num_batched_tokens: int) -> VllmConfig:
     """A real engine configuration for the tiny model, with a KV cache of `num_blocks` blocks."""
+    # The x86 CPU platform wants triton-cpu, which only its model runner uses, and no model runs
+    # here: 0.34 refuses the configuration without it (0.30-0.33 warn).
+    triton_utils.HAS_TRITON = True
     max_model_len = TINY.config["max_position_embeddings"]
     config = VllmConfig(
         model_config=ModelConfig(model=str(model_dir), dtype="float32", max_model_len=max_model_len,
@@ -130,7 +135,9 @@ class DrivenEngine:
     def _step_truth(self, output: Any) -> dict[str, Any]:
         """The step's shape from each scheduled request's own counts, right after scheduling."""
         scheduled = output.num_scheduled_tokens
-        row = Counter[str](running=len(scheduled), waiting=len(self.scheduler.waiting))
+        # Waiting: every request added and neither running nor finished, whichever queue of vLLM's holds it.
+        waiting = sum(1 for r in self._requests.values() if r.status != RequestStatus.RUNNING and not r.is_finished())
+        row = Counter[str](running=len(scheduled), waiting=waiting)
         for rid, tokens in scheduled.items():
             request = self._requests[rid]
             computed_before = request.num_computed_tokens - tokens
@@ -164,8 +171,9 @@ class DrivenEngine:
 def _model_output(output: Any, sampling: list[str]) -> ModelRunnerOutput:
     ids = list(output.num_scheduled_tokens)
     sampled = set(sampling)
-    return ModelRunnerOutput(
-        req_ids=ids,
-        req_id_to_index={rid: index for index, rid in enumerate(ids)},
-        sampled_token_ids=[[SAMPLED_TOKEN] if rid in sampled else [] for rid in ids],
-    )
+    fields: dict[str, Any] = {"req_ids": ids,
+                              "sampled_token_ids": [[SAMPLED_TOKEN] if rid in sampled else [] for rid in ids]}
+    # Releases before 0.34 also take each request's row index.
+    if "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}:
+        fields["req_id_to_index"] = {rid: index for index, rid in enumerate(ids)}
+    return ModelRunnerOutput(**fields)

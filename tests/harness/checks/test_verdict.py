@@ -46,3 +46,13 @@ def test_a_figure_with_an_interval_shows_it_and_its_rule():
                     interval=(-1.5, 2.25), explanation="x")
     assert cost.figure() == "0.40% (95% -1.50% to 2.25%)"
     assert cost.limit() == "interval reaches <= 1.00%"
+
+
+def test_the_verdict_names_the_vllm_checked_and_an_untested_one_in_its_headline():
+    tested = verdict(row("a", "pass")).model_copy(update={"vllm": "vllm 0.34.0"})
+    assert "vllm 0.34.0" in render_terminal(tested).splitlines()[1] and "UNTESTED" not in render_markdown(tested)
+    marking = "UNTESTED VLLM 0.35.0 (0.35 is newer than the tested 0.30 to 0.34)"
+    untested = tested.model_copy(update={"vllm": "vllm 0.35.0", "vllm_untested": marking})
+    assert untested.headline == f"PASS: 1 of 1 checks passed ({marking})"
+    assert render_markdown(untested).splitlines()[0] == f"# gpu-check: PASS: 1 of 1 checks passed ({marking})"
+    assert json.loads(render_json(untested))["vllm_untested"] == marking

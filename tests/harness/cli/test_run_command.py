@@ -18,6 +18,7 @@ from harness.errors import ServerError
 from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
 from launchers import ServerSpec, start
+from launchers.vllm_releases import CPU_RELEASE
 
 WORKLOAD = """\
 name: small-spread
@@ -86,6 +87,8 @@ def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
     # Counted from the token ids that arrived, the server's usage beside them.
     assert (rows.usage_completion_tokens == rows.completion_tokens).all() and (rows.error_kind == "").all()
     assert manifest["host"]["cores"] >= 1 and manifest["locust_version"]
+    # An attached server: nothing launched, and the version it reports of itself kept.
+    assert manifest["server"] is None and manifest["server_version"] == CPU_RELEASE
     assert (out / "plan.json").read_bytes() == build_plan(load_spec(workload)).to_json()
     stats = (out / "locust" / "stats.csv").read_text()
     assert ",TTFT," in stats and ",E2E," in stats

@@ -40,14 +40,14 @@ def test_defaults_launch_the_tiny_model_on_localhost():
     assert spec["mode"] == "static" and spec["model"] == "tiny" and spec["max_num_seqs"] == 16
     assert spec["host"] == "127.0.0.1" and spec["port"] is None and spec["layout"] == "auto"
     assert spec["vllm_args"] == [] and spec["batch_wait_s"] == 1.0 and spec["kv_cache_bytes"] is None
-    assert spec["startup_timeout_s"] == 600.0
+    assert spec["startup_timeout_s"] == 600.0 and spec["allow_untested_vllm"] is False
 
 
 def test_every_option_reaches_the_spec():
     built = specs(
         "--model", "opt-13b", "--max-num-seqs", "8", "--host", "0.0.0.0", "--batch-wait-s", "0.5",
         "--kv-cache-bytes", "4096", "--startup-timeout-s", "60", "--layout", "as-launched",
-        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3",
+        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3", "--allow-untested-vllm",
     )
     assert built["serve"] == built["run"] == built["reproduce"]
     assert built["run"] == {
@@ -63,6 +63,7 @@ def test_every_option_reaches_the_spec():
         "startup_timeout_s": 60.0,
         "stop_grace_s": 20.0,
         "layout": "as-launched",
+        "allow_untested_vllm": True,
     }
 
 
@@ -104,7 +105,7 @@ def test_server_flags_are_generated_from_the_model():
     serve = flags["serve"]
     assert [flag for name in fields for flag in serve[name]["flags"]] == [
         "--model", "--max-num-seqs", "--host", "--batch-wait-s", "--kv-cache-bytes", "--startup-timeout-s",
-        "--layout", "--vllm-arg",
+        "--layout", "--vllm-arg", "--allow-untested-vllm",
     ]
     for name, (default, description) in fields.items():
         assert description in serve[name]["help"], name

@@ -55,3 +55,17 @@ def test_the_trend_report_names_the_change_point_and_tonight(history, tmp_path):
 def test_the_trend_report_loads_every_image_in_chromium(history, tmp_path, images_in_chromium):
     _, page, _ = written_trend(history, tmp_path)
     assert images_in_chromium(page) == (1, 1)
+
+
+def test_a_night_on_an_untested_vllm_says_so_above_its_verdict(history):
+    from harness.nightly.trend import trend_title
+    from harness.report.document import Heading, Paragraph
+
+    store, tonight = history
+    result = gate(tonight, from_history(store, tonight, 7), GateRule(), "total_tok_s")
+    marking = "UNTESTED VLLM 0.35.0 (0.35 is newer than the tested 0.30 to 0.34)"
+    blocks = trend_blocks("test", result, {}, [marking])
+    assert blocks[0] == Heading(trend_title("test", [marking]), 1) and trend_title("test", [marking]).startswith(
+        "UNTESTED VLLM. Nightly trend")
+    assert isinstance(blocks[1], Paragraph) and marking in blocks[1].text
+    assert "UNTESTED" not in str(trend_blocks("test", result, {})[:2])

@@ -183,6 +183,18 @@ def test_report_of_a_sweep_in_progress_has_every_file_and_no_nan(tmp_path):
     assert sorted(p.name for p in (tmp_path / "images").iterdir()) == ["latency-cdf.png", "latency-vs-rate.png"]
 
 
+def test_a_sweep_on_an_untested_vllm_says_so_in_the_title_beside_the_headline_and_in_summary_json(tmp_path):
+    slo = Slo(1.0, 10.0)
+    continuous = system_result("continuous", 8.0, [_point(2, 1.0), _point(4, 1.5)], slo)
+    marking = "UNTESTED VLLM 0.35.0 (0.35 is newer than the tested 0.30 to 0.34)"
+    result = RateSweepResult(SweepSettings("w", 16, slo, 4, 20, 1.0, 12.5), (continuous,), untested_vllm=(marking,))
+    markdown, _, summary = write_rate_report(result, tmp_path)
+    text = markdown.read_text()
+    assert text.startswith("# UNTESTED VLLM. Rate sweep: w")
+    assert text.index(f"**{marking}: run with --allow-untested-vllm.") < text.index("Highest offered rate held")
+    assert json.loads(summary.read_text())["untested_vllm"] == [marking]
+
+
 def test_a_run_past_its_saturation_is_priced_with_its_backlog_and_a_budget_solves_for_its_length():
     assert expected_run_s(5.0, 10.0, 24.0) == pytest.approx(24.0 + RUN_OVERHEAD_S)
     assert expected_run_s(15.0, 10.0, 24.0) == pytest.approx(36.0 + RUN_OVERHEAD_S)  # half again to drain

@@ -536,3 +536,25 @@ def test_a_report_written_before_the_job_s_end_says_how_far_it_got(tmp_path):
     assemble_report(dirs, tmp_path / "report")
     assert json.loads((tmp_path / "report" / "summary.json").read_text())["stage"] is None
     assert "PRELIMINARY" not in report.paths.markdown.read_text()
+
+
+def test_runs_on_an_untested_vllm_say_so_in_the_title_the_lead_and_summary_json(tmp_path):
+    from harness.report.assemble import assemble_report
+
+    marking = "UNTESTED VLLM 0.35.0 (0.35 is newer than the tested 0.30 to 0.34)"
+    dirs = []
+    for system in ("continuous", "static", "naive"):
+        run_dir = write_run(tmp_path / "runs", f"{system}-cap4", system, cap_workload(4), OUTPUTS[4], 2)
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        edit_manifest(run_dir, server={**manifest["server"], "vllm_version": "0.35.0", "vllm_untested": marking})
+        dirs.append(run_dir)
+    report = assemble_report(dirs, tmp_path / "report")
+    markdown = report.paths.markdown.read_text()
+    assert markdown.startswith("# UNTESTED VLLM. ")
+    assert f"**{marking}: run with --allow-untested-vllm." in markdown.split("## ", 1)[0]
+    assert json.loads(report.paths.summary.read_text())["untested_vllm"] == [marking]
+    # A tested release's report says nothing of it.
+    tested = assemble_report([write_run(tmp_path / "tested", f"{s}-cap4", s, cap_workload(4), OUTPUTS[4], 2)
+                              for s in ("continuous", "static", "naive")], tmp_path / "tested-report")
+    assert "UNTESTED" not in tested.paths.markdown.read_text()
+    assert json.loads(tested.paths.summary.read_text())["untested_vllm"] == []
