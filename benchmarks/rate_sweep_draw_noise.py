@@ -42,14 +42,14 @@ import pandas as pd
 
 from harness.analysis.gap import simulate_plan
 from harness.analysis.step_predict import fit_server_step_cost, runs_by_server
-from harness.cli.sweep_rates import (
+from harness.jobs.rate_sweep import (
     DEFAULT_SLO_E2E_P99_S,
     DEFAULT_SLO_TTFT_P50_S,
     DEFAULT_WORKLOAD,
     SATURATION_REQUESTS,
 )
 from harness.paper.step_cost import LinearStepCost
-from harness.rate_sweep.curve import Slo
+from harness.rate_sweep.curve import SloSeconds
 from harness.rate_sweep.defaults import DEFAULT_FRACTIONS, EXTRA_RATES, REFINE_RUNS, WARMUP_S
 from harness.rate_sweep.grid import burst_spec, rate_grid, rate_spec, saturation_rate
 from harness.rate_sweep.point import RatePoint, RequestLatencies, latency_point
@@ -64,7 +64,7 @@ SYSTEMS = ("continuous", "static")
 BATCH_SIZE = 16
 # The sweep's own defaults: static's max batch delay is the launcher's.
 STATIC_BATCH_WAIT_S = float(ServerSpec.model_fields["batch_wait_s"].default)
-SLO = Slo(DEFAULT_SLO_TTFT_P50_S, DEFAULT_SLO_E2E_P99_S)
+SLO = SloSeconds(DEFAULT_SLO_TTFT_P50_S, DEFAULT_SLO_E2E_P99_S)
 TOLERANCE = 0.10
 
 

@@ -19,6 +19,7 @@ import logging
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +44,10 @@ logger = logging.getLogger(__name__)
 PROBE_REQUESTS = 48
 # Which system probes each server: the one whose steps the server mostly runs.
 PROBE_SYSTEM: dict[Mode, SystemName] = {"continuous": "continuous", "static": "static"}
-# The committed reference reproduction (reports/reference-cpu), whose step costs price a job.
-REFERENCE_SUMMARY = Path(__file__).resolve().parents[1] / "reports" / "reference-cpu" / "summary.json"
+# The committed reference reproduction, whose step costs price a job: where they come from,
+# and the figures kept of it as package data, so an installed (not editable) harness has them.
+REFERENCE_SUMMARY = "reports/reference-cpu/summary.json"
+REFERENCE_PRICING = "reference_pricing.json"
 
 
 @dataclass(frozen=True)
@@ -110,16 +113,34 @@ def reference_pricing(server: Mapping[str, Any] | None, batch_size: int, continu
     return {system: reference[VLLM_SERVER_MODE[system]].scaled(speed) for system in systems}, speed
 
 
+def reference_pricing_of(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What the probe keeps of a reference report's summary.json: where it ran, and its step costs."""
+    return {
+        "source": REFERENCE_SUMMARY,
+        "models": summary.get("metadata", {}).get("models"),
+        "vllm_versions": summary.get("metadata", {}).get("vllm_versions"),
+        "batch_sizes": sorted({run.get("batch_size") for run in summary.get("runs") or [{}]}, key=str),
+        "step_models": summary.get("step_models", []),
+    }
+
+
+def packaged_reference() -> dict[str, Any]:
+    """The reference's figures as shipped in the package (`harness/reference_pricing.json`)."""
+    return dict(json.loads(resources.files("harness").joinpath(REFERENCE_PRICING).read_text(encoding="utf-8")))
+
+
 def reference_step_costs(server: Mapping[str, Any] | None, batch_size: int,
-                         summary: Path = REFERENCE_SUMMARY) -> dict[Mode, LinearStepCost] | None:
-    """The reference's step cost per server mode, when `server` runs its model at its B and vLLM version; else None."""
-    if server is None or not summary.is_file():
+                         reference: Mapping[str, Any] | None = None) -> dict[Mode, LinearStepCost] | None:
+    """The reference's step cost per server mode, when `server` runs its model at its B and vLLM version; else None.
+
+    `reference`: the figures to price with (default: the packaged ones, `packaged_reference`).
+    """
+    if server is None:
         return None
-    reference = json.loads(summary.read_text())
-    runs, metadata = reference.get("runs") or [{}], reference.get("metadata", {})
-    same = (metadata.get("models") == [server.get("model")]
-            and metadata.get("vllm_versions") == [server.get("vllm_version")]
-            and {run.get("batch_size") for run in runs} == {batch_size})
+    reference = packaged_reference() if reference is None else reference
+    same = (reference.get("models") == [server.get("model")]
+            and reference.get("vllm_versions") == [server.get("vllm_version")]
+            and reference.get("batch_sizes") == [batch_size])
     if not same:
         return None
     costs = summary_step_costs(reference)

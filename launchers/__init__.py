@@ -9,12 +9,13 @@ from launchers.layout import LAYOUTS, Layout, apply_layout, resolve_layout
 from launchers.models import PROFILES, ModelProfile, ResolvedModel, prepare_profile, resolve_model
 from launchers.process import group_members, stop_group
 from launchers.server import ServerHandle, ServerInfo, VllmBuild, build_command, start
-from launchers.spec import ServerConfig, ServerSpec
+from launchers.spec import Endpoints, ServerConfig, ServerSpec
 
 __all__ = [
     "LAYOUTS",
     "MODES",
     "PROFILES",
+    "Endpoints",
     "Layout",
     "Mode",
     "ModelProfile",

@@ -4,11 +4,13 @@
 its description. The server flags of every command that launches vLLM are generated
 from it (harness.cli.server_options), and a nightly suite's `server:` block is
 validated by it. `ServerSpec` adds what the caller decides: the mode, the port, and the
-settings experiments pin.
+settings experiments pin. `Endpoints` names the servers a job is given instead of launching
+them (harness.sweep.run_targets turns both into the servers a job runs on).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import (
@@ -102,6 +104,18 @@ class ServerSpec(ServerConfig):
             return handler(data)
         except ValidationError as exc:
             raise as_usage_error(exc, "server") from exc
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Servers already running, given instead of launched ones; None: launch that one here."""
+
+    continuous: str | None = None
+    static: str | None = None
+    # Where the prompts' tokenizer is when the endpoints' model is not a local directory.
+    tokenizer: str | None = None
+    # The model an endpoint must serve; None: its only one.
+    model: str | None = None
 
 
 def as_usage_error(exc: ValidationError, subject: str) -> UsageError:

@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.energy import GpuMetrics, gpu_metrics
-from harness.workload.spec import Slo
+from harness.workload.spec import SloMs
 
 if TYPE_CHECKING:
     from harness.rundir.reader import RunData
@@ -145,13 +145,13 @@ def compute_run_metrics(
     tokens: pd.DataFrame,
     telemetry: pd.DataFrame,
     batch_size: int,
-    slo: Slo | None = None,
+    slo: SloMs | None = None,
     telemetry_interval_s: float | None = None,
     gpu: pd.DataFrame | None = None,
 ) -> RunMetrics:
     """All metrics of one run from its three tables, its B, its SLOs and its polling interval;
     its GPU figures too when given its GPU samples."""
-    slo = slo or Slo()
+    slo = slo or SloMs()
     requests = request_table(records, tokens)
     start, end = makespan_window(records)
     makespan = end - start
@@ -194,7 +194,7 @@ def compute_run_metrics(
 
 def metrics_for_run(run: RunData) -> RunMetrics:
     """`compute_run_metrics` with B and the SLOs taken from the run's manifest."""
-    slo = Slo.model_validate(run.manifest.workload.get("slo") or {})
+    slo = SloMs.model_validate(run.manifest.workload.get("slo") or {})
     return compute_run_metrics(
         run.records, run.tokens, run.telemetry, run.manifest.batch_size, slo, run.manifest.telemetry_interval_s,
         run.gpu,
@@ -270,7 +270,7 @@ def inter_token_latencies(tokens: pd.DataFrame, requests: pd.DataFrame) -> np.nd
     return kept.groupby("request_id")["t_s"].diff().dropna().to_numpy()
 
 
-def slo_met_mask(requests: pd.DataFrame, slo: Slo) -> np.ndarray:
+def slo_met_mask(requests: pd.DataFrame, slo: SloMs) -> np.ndarray:
     """Which requests of `request_table` meet every SLO that is set."""
     met = np.ones(len(requests), dtype=bool)
     if slo.ttft_ms is not None:

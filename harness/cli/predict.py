@@ -101,11 +101,11 @@ def _latency(args: argparse.Namespace, setup, specs) -> int:
     if bursts:
         raise UsageError(f"--workloads: --rates needs workloads with Poisson arrivals, not bursts: {', '.join(bursts)}")
 
-    from harness.rate_sweep.curve import Slo
+    from harness.rate_sweep.curve import SloSeconds
     from harness.rate_sweep.on_paper import curve_blocks, predict_curves
     from harness.report.document import to_markdown
 
-    slo = Slo(args.slo_ttft_p50_s, args.slo_e2e_p99_s)
+    slo = SloSeconds(args.slo_ttft_p50_s, args.slo_e2e_p99_s)
     blocks = []
     for spec in specs:
         try:

@@ -46,6 +46,11 @@ def server_argument(name: str, field: FieldInfo) -> dict[str, Any]:
     return keywords
 
 
+def server_config(args: argparse.Namespace) -> ServerConfig:
+    """The server configuration `add_server_arguments`' options describe (checked with every option)."""
+    return ServerConfig(**cli_values(ServerConfig, args))
+
+
 def server_spec(args: argparse.Namespace, mode: Mode, port: int | None = None) -> ServerSpec:
     """The server `add_server_arguments`' options describe, in `mode` (port None: a free one).
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.assess import assess_run_dirs
 from harness.driver.distributed.shard import ClusterSpec
-from harness.driver.endpoint import load_tokenizer, probe_endpoint
 from harness.gate.baselines import from_history
 from harness.gate.compare import GateResult, gate, group_by_config
 from harness.gate.rule import GateRule
@@ -27,9 +26,8 @@ from harness.history.from_run import repetition_from_run
 from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
-from harness.sweep import SweepCell, SweepTarget, run_cells, transformers_target
-from harness.systems import HF_SERVER_MODE, SERVER_MODE, HfMode, Mode, modes_for
-from launchers import ServerSpec, start
+from harness.sweep import SweepCell, run_cells, run_targets
+from harness.systems import HF_SERVER_MODE, SERVER_MODE, modes_for
 
 logger = logging.getLogger(__name__)
 
@@ -61,14 +59,8 @@ def run_night(
     rule = GateRule(threshold=suite.gate.threshold)
     invocation_id = out.resolve().name
     with contextlib.ExitStack() as stack:
-        targets: dict[Mode | HfMode, SweepTarget] = {}
-        for mode in modes_for(suite.systems):
-            server = stack.enter_context(start(ServerSpec.of(suite.server, mode), log_dir=out / "servers" / mode))
-            info = probe_endpoint(server.base_url, {}, None)
-            targets[mode] = SweepTarget(info, load_tokenizer(None, info), suite.server.max_num_seqs,
-                                        asdict(server.info))
-        for hf_mode in (HF_SERVER_MODE[system] for system in suite.systems if system in HF_SERVER_MODE):
-            targets[hf_mode] = transformers_target(stack, hf_mode, suite.server, out / "servers" / hf_mode)
+        hf_modes = [HF_SERVER_MODE[system] for system in suite.systems if system in HF_SERVER_MODE]
+        targets = run_targets(suite.server, out, stack, modes=modes_for(suite.systems), hf_modes=hf_modes)
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
         run_dirs = run_cells(cells, out / "runs", suite.repetitions, cluster=cluster)

@@ -30,7 +30,7 @@ KNEE_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
-class Slo:
+class SloSeconds:
     """Latency targets of the rate sweep, seconds."""
 
     ttft_p50_s: float
@@ -60,7 +60,7 @@ def knee_rate(points: Sequence[RatePoint]) -> float | None:
     return ordered[0].offered_rate if knee is not None and math.isnan(knee) else knee
 
 
-def held_rate(points: Sequence[RatePoint], slo: Slo) -> HeldRate:
+def held_rate(points: Sequence[RatePoint], slo: SloSeconds) -> HeldRate:
     """The highest offered rate at which the system keeps up and meets `slo`."""
     ordered = sorted(points, key=lambda point: point.offered_rate)
     if not ordered:
@@ -80,7 +80,7 @@ def knee_bracket(points: Sequence[RatePoint]) -> tuple[float, float] | None:
     return _rates(_bracket(ordered, ratio)) if ratio is not None else None
 
 
-def held_bracket(points: Sequence[RatePoint], slo: Slo) -> tuple[float, float] | None:
+def held_bracket(points: Sequence[RatePoint], slo: SloSeconds) -> tuple[float, float] | None:
     """The two run rates the rate held under `slo` lies between (None: not within the grid, or below it)."""
     return _rates(_bracket(sorted(points, key=lambda point: point.offered_rate), _held_ratio(slo)))
 
@@ -89,7 +89,7 @@ def _rates(pair: tuple[RatePoint, RatePoint] | None) -> tuple[float, float] | No
     return (pair[0].offered_rate, pair[1].offered_rate) if pair is not None else None
 
 
-def slo_ratio(point: RatePoint, slo: Slo) -> float:
+def slo_ratio(point: RatePoint, slo: SloSeconds) -> float:
     """The worst of the point's figures over its target (<= 1: the SLO is met; NaN counts as missed)."""
     ratios = (point.ttft_p50_s / slo.ttft_p50_s, point.e2e_p99_s / slo.e2e_p99_s)
     return max(ratio if math.isfinite(ratio) else math.inf for ratio in ratios)
@@ -103,7 +103,7 @@ def _knee_ratio(ordered: Sequence[RatePoint]) -> Callable[[RatePoint], float] | 
     return lambda point: max(point.normalized_at_fit_speed_s / limit, point.growth_ratio)
 
 
-def _held_ratio(slo: Slo) -> Callable[[RatePoint], float]:
+def _held_ratio(slo: SloSeconds) -> Callable[[RatePoint], float]:
     """A point's distance to the SLO or to falling behind, whichever is nearer (above 1: past it)."""
     return lambda point: max(slo_ratio(point, slo), point.growth_ratio)
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.analysis.engine import step_seconds
 from harness.analysis.metrics import request_table
-from harness.rate_sweep.curve import Slo
+from harness.rate_sweep.curve import SloSeconds
 from harness.rate_sweep.grid import saturation_rate
 from harness.rate_sweep.point import RatePoint, measure_point, measured_window
 from harness.rate_sweep.predict import PredictedPoint, predict_points
@@ -24,7 +24,7 @@ from harness.rundir.reader import RunData, load_run
 class SweepMeasurements:
     """The sweep's bursts and points so far, and the report they make."""
 
-    def __init__(self, workload: str, batch_size: int, slo: Slo, warmup_s: float, measure_s: float,
+    def __init__(self, workload: str, batch_size: int, slo: SloSeconds, warmup_s: float, measure_s: float,
                  static_batch_wait_s: float | None, schedule: ScheduleSettings) -> None:
         self.workload, self.batch_size, self.slo = workload, batch_size, slo
         self.warmup_s, self.measure_s, self.static_batch_wait_s = warmup_s, measure_s, static_batch_wait_s

@@ -20,7 +20,7 @@ import numpy as np
 from harness.paper.gpu_predict import engine_limits, predict_arrivals, setup_step_cost
 from harness.paper.gpu_schedule import EngineSchedule, simulate_engine
 from harness.paper.gpu_setups import GpuSetup
-from harness.rate_sweep.curve import Slo
+from harness.rate_sweep.curve import SloSeconds
 from harness.rate_sweep.defaults import WARMUP_S
 from harness.rate_sweep.grid import SATURATION_QUANTILE, burst_spec, rate_spec
 from harness.rate_sweep.point import RatePoint, RequestLatencies, latency_point
@@ -47,7 +47,7 @@ class PaperCurves:
     workload: str
     batch_size: int
     static_batch_wait_s: float
-    slo: Slo
+    slo: SloSeconds
     systems: tuple[SystemResult, ...]
 
     def system(self, name: str) -> SystemResult:
@@ -67,7 +67,7 @@ class PaperCurves:
         return f"{prefix}{times(continuous.rate / static.rate)}{suffix}"
 
 
-def predict_curves(setup: GpuSetup, spec: WorkloadSpec, rates: Sequence[float], slo: Slo,
+def predict_curves(setup: GpuSetup, spec: WorkloadSpec, rates: Sequence[float], slo: SloSeconds,
                    batch_size: int | None = None, static_batch_wait_s: float = 0.0) -> PaperCurves:
     """Continuous's and static's latency at each of `rates` (requests/s) on `setup`, on paper.
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.rate_sweep.curve import HeldRate, Slo, held_rate, knee_rate
+from harness.rate_sweep.curve import HeldRate, SloSeconds, held_rate, knee_rate
 from harness.rate_sweep.point import RatePoint
 
 
@@ -39,7 +39,7 @@ class SweepSettings:
 
     workload: str
     batch_size: int
-    slo: Slo
+    slo: SloSeconds
     warmup_s: float
     measure_s: float
     static_batch_wait_s: float | None  # the static server's max batch delay; None without a launched static server
@@ -76,7 +76,7 @@ class RateSweepResult:
         return top.knee_rps / bottom.knee_rps
 
 
-def system_result(system: str, saturation_rps: float, points: Sequence[RatePoint], slo: Slo) -> SystemResult:
+def system_result(system: str, saturation_rps: float, points: Sequence[RatePoint], slo: SloSeconds) -> SystemResult:
     """Read the knee and the rate held under `slo` off one system's points."""
     return SystemResult(system, saturation_rps, tuple(sorted(points, key=lambda p: p.offered_rate)),
                         knee_rate(points), held_rate(points, slo))

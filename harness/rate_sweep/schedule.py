@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.rate_sweep.curve import Slo, held_bracket, knee_bracket
+from harness.rate_sweep.curve import SloSeconds, held_bracket, knee_bracket
 from harness.rate_sweep.defaults import EXTRA_RATE_FACTOR, EXTRA_RATES, REFINE_RUNS
 from harness.rate_sweep.point import RatePoint
 
@@ -34,7 +34,7 @@ class RateSchedule:
 
     grid: Sequence[float]  # ascending
     systems: Sequence[str]
-    slo: Slo
+    slo: SloSeconds
     # Each system's burst rate: where `left` expects it to fall behind (unknown: it runs the whole grid).
     saturations: Mapping[str, float] = field(default_factory=dict)
     extra_rates: int = EXTRA_RATES

@@ -61,7 +61,7 @@ Arrival = Annotated[
 ]
 
 
-class Slo(_Frozen):
+class SloMs(_Frozen):
     """Latency targets a request must meet to count towards goodput; unset means no target."""
 
     ttft_ms: PositiveFinite | None = Field(None, description="Time to first token, milliseconds.")
@@ -88,7 +88,7 @@ class WorkloadSpec(_Frozen):
     endpoint: Literal["completions", "chat"] = Field(
         "completions", description="OpenAI-compatible endpoint the requests go to."
     )
-    slo: Slo = Field(default_factory=Slo, description="Latency targets for goodput.")
+    slo: SloMs = Field(default_factory=SloMs, description="Latency targets for goodput.")
     prompt_tokens: LengthDistribution = Field(description="Prompt length distribution, tokens.")
     output_tokens: LengthDistribution = Field(
         description="Output length distribution, tokens (the driver forces exactly this many)."

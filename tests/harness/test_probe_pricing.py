@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,17 +16,26 @@ import pytest
 
 from harness.analysis.speed import machine_speed
 from harness.paper.step_cost import LinearStepCost
-from harness.probe import REFERENCE_SUMMARY, reference_step_costs
+from harness.probe import REFERENCE_SUMMARY, packaged_reference, reference_pricing_of, reference_step_costs
 
+ROOT = Path(__file__).resolve().parents[2]
 # What our launcher records of the CPU default's server (a run manifest's `server`).
 CPU_DEFAULT = {"model": "tiny", "vllm_version": "0.32.0", "max_num_seqs": 16}
+
+
+def test_the_packaged_figures_are_the_committed_reference_s():
+    committed = reference_pricing_of(json.loads((ROOT / REFERENCE_SUMMARY).read_text()))
+    assert packaged_reference() == committed, (
+        "harness/reference_pricing.json is not the committed reference's: write it again with .venv/bin/python -c"
+        " 'import json; from harness.probe import *; open(\"harness/reference_pricing.json\", \"w\").write("
+        "json.dumps(reference_pricing_of(json.load(open(REFERENCE_SUMMARY))), indent=2) + \"\\n\")'")
 
 
 def test_the_committed_reference_prices_the_cpu_default_with_both_servers_costs():
     costs = reference_step_costs(CPU_DEFAULT, 16)
     assert costs is not None and set(costs) == {"continuous", "static"}
     models = {("static" if m["server"].startswith("static") else "continuous"): m
-              for m in json.loads(REFERENCE_SUMMARY.read_text())["step_models"]}
+              for m in json.loads((ROOT / REFERENCE_SUMMARY).read_text())["step_models"]}
     assert costs["static"].per_sequence_s == models["static"]["per_sequence_s"]
     assert costs["continuous"].overhead_s == models["continuous"]["overhead_s"]
 
@@ -35,8 +50,42 @@ def test_another_model_b_or_vllm_gets_no_reference(server, batch_size):
     assert reference_step_costs(server, batch_size) is None
 
 
-def test_a_missing_reference_gives_none(tmp_path):
-    assert reference_step_costs(CPU_DEFAULT, 16, tmp_path / "absent.json") is None
+def test_a_reference_without_step_costs_gives_none():
+    assert reference_step_costs(CPU_DEFAULT, 16, {**packaged_reference(), "step_models": []}) is None
+
+
+# Run by an installed harness (not the editable one), from outside the checkout.
+INSTALLED_PROBE = """
+import harness.probe as probe
+costs = probe.reference_step_costs({"model": "tiny", "vllm_version": "0.32.0"}, 16)
+print(probe.__file__, sorted(costs or {}))
+"""
+
+
+def test_an_installed_wheel_prices_with_the_reference(tmp_path):
+    """A normal install has the reference's figures: built as a wheel, installed beside the venv's packages."""
+    # Built from a copy of what the wheel is made of: a build in the checkout would reuse its build/ directory.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source)
+    for name in ("harness", "launchers", "workloads"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels),
+                    str(source)], check=True, timeout=600)
+    installed = tmp_path / "installed"
+    venv.create(installed, with_pip=False)
+    (site,) = installed.glob("lib/python*/site-packages")
+    (wheel,) = wheels.glob("batchbench-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, timeout=300)
+    # The venv's dependencies, but not its editable batchbench (whose finder a .pth there would install).
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    result = subprocess.run([str(installed / "bin" / "python"), "-c", INSTALLED_PROBE], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120, check=True)
+    module, costs = result.stdout.split(maxsplit=1)
+    assert Path(module).is_relative_to(site) and costs.strip() == "['continuous', 'static']"
 
 
 def steps_at(cost: LinearStepCost, slower: float, running: np.ndarray, prefill: np.ndarray) -> pd.DataFrame:

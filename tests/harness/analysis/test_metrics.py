@@ -17,7 +17,7 @@ from harness.analysis.metrics import (
     request_table,
 )
 from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
-from harness.workload.spec import Slo
+from harness.workload.spec import SloMs
 
 
 def record(request_id, *, planned, tokens_at, sent=100.0, end=None, requested=None, prompt=10, ok=True,
@@ -78,7 +78,7 @@ CONTINUOUS_POLLS = [(99.0, 0.0), (100.5, 2.0), (102.0, 1.0), (103.0, 1.0), (104.
 @pytest.fixture
 def continuous():
     records, tokens, telemetry = tables(CONTINUOUS_ROWS, CONTINUOUS_TOKENS, CONTINUOUS_POLLS)
-    return compute_run_metrics(records, tokens, telemetry, batch_size=2, slo=Slo(ttft_ms=1500, e2e_ms=3000))
+    return compute_run_metrics(records, tokens, telemetry, batch_size=2, slo=SloMs(ttft_ms=1500, e2e_ms=3000))
 
 
 def test_throughput_counts_useful_and_prompt_tokens_over_the_makespan(continuous):
@@ -121,7 +121,7 @@ def test_tpot_slo_passes_single_token_requests():
     rows = [record(0, planned=1, tokens_at=[101.0]), record(1, planned=2, tokens_at=[101.0, 101.2])]
     records, tokens, telemetry = tables(rows, {0: [101.0], 1: [101.0, 101.2]})
     # r1's TPOT is 200 ms, over the 100 ms target; r0 has no TPOT.
-    metrics = compute_run_metrics(records, tokens, telemetry, batch_size=2, slo=Slo(tpot_ms=100))
+    metrics = compute_run_metrics(records, tokens, telemetry, batch_size=2, slo=SloMs(tpot_ms=100))
     assert metrics.slo_met == 1
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.rate_sweep.curve import Slo, held_rate, knee_rate
+from harness.rate_sweep.curve import SloSeconds, held_rate, knee_rate
 from harness.rate_sweep.grid import (
     RUN_OVERHEAD_S,
     burst_spec,
@@ -138,7 +138,7 @@ def test_knee_is_read_at_the_fit_s_speed_so_one_slow_run_does_not_make_it():
 
 
 def test_held_rate_interpolates_the_worst_target_and_stops_at_the_first_failure():
-    slo = Slo(ttft_p50_s=1.0, e2e_p99_s=10.0)
+    slo = SloSeconds(ttft_p50_s=1.0, e2e_p99_s=10.0)
     points = [_point(1, 1.0, e2e_p99=4), _point(2, 1.0, e2e_p99=8), _point(3, 1.0, e2e_p99=12),
               _point(4, 1.0, e2e_p99=6)]
     held = held_rate(points, slo)
@@ -149,7 +149,7 @@ def test_held_rate_interpolates_the_worst_target_and_stops_at_the_first_failure(
 
 
 def test_result_ratios_cdf_rate_and_queue_wait_ratio():
-    slo = Slo(1.0, 10.0)
+    slo = SloSeconds(1.0, 10.0)
     continuous = system_result("continuous", 8.0, [_point(r, 1.0 + r / 8, e2e_p99=r + 1, queue=0.1)
                                                    for r in (2, 4, 6, 8)], slo)
     static = system_result("static", 5.0, [_point(r, 1.0 + r / 2, e2e_p99=2 * r, system="static",
@@ -168,7 +168,7 @@ def test_result_ratios_cdf_rate_and_queue_wait_ratio():
 
 
 def test_report_of_a_sweep_in_progress_has_every_file_and_no_nan(tmp_path):
-    slo = Slo(1.0, 10.0)
+    slo = SloSeconds(1.0, 10.0)
     continuous = system_result("continuous", 8.0, [_point(2, 1.0), _point(4, 1.5, keeps_up=False)], slo)
     static = system_result("static", 5.0, [], slo)  # its first run is still under way
     result = RateSweepResult(SweepSettings("w", 16, slo, 4, 5, 1.0, 12.5), (continuous, static), 2,
@@ -184,7 +184,7 @@ def test_report_of_a_sweep_in_progress_has_every_file_and_no_nan(tmp_path):
 
 
 def test_a_sweep_on_an_untested_vllm_says_so_in_the_title_beside_the_headline_and_in_summary_json(tmp_path):
-    slo = Slo(1.0, 10.0)
+    slo = SloSeconds(1.0, 10.0)
     continuous = system_result("continuous", 8.0, [_point(2, 1.0), _point(4, 1.5)], slo)
     marking = "UNTESTED VLLM 0.35.0 (0.35 is newer than the tested 0.30 to 0.34)"
     result = RateSweepResult(SweepSettings("w", 16, slo, 4, 20, 1.0, 12.5), (continuous,), untested_vllm=(marking,))
@@ -212,7 +212,7 @@ RATE_FOLD_PROBE = ("{innerHeight: window.innerHeight,"
 
 @pytest.mark.browser
 def test_the_rate_report_opens_with_its_headline_above_the_fold_and_every_plot_loaded(tmp_path, probe_in_chromium):
-    slo = Slo(2.0, 10.0)
+    slo = SloSeconds(2.0, 10.0)
     curves = {name: [_point(r, (1 + r / 10) * scale, e2e_p99=r * scale, queue=0.01 * scale, system=name,
                             keeps_up=r < limit) for r in (3, 6, 9, 12)]
               for name, scale, limit in (("continuous", 0.3, 13), ("static", 1.2, 8))}
@@ -239,7 +239,7 @@ def _made(schedule: RateSchedule, outcomes: dict[tuple[str, float], RatePoint]) 
 def test_a_system_leaves_the_grid_after_falling_behind_twice_and_the_others_go_on():
     outcomes = {("continuous", r): _point(r, 1.0) for r in (1, 2, 3, 4)}
     outcomes |= {("static", r): _point(r, 1.0, system="static", keeps_up=r < 2) for r in (1, 2, 3, 4)}
-    schedule = RateSchedule([1, 2, 3, 4], ["continuous", "static"], Slo(10.0, 100.0), {"static": 1.5},
+    schedule = RateSchedule([1, 2, 3, 4], ["continuous", "static"], SloSeconds(10.0, 100.0), {"static": 1.5},
                             extra_rates=0, refine_runs=0)
     # Static is expected to fall behind at the second grid rate above its burst's 1.5 req/s; continuous's is unknown.
     assert schedule.left() == [("continuous", 1), ("static", 1), ("continuous", 2), ("static", 2),
@@ -251,16 +251,16 @@ def test_a_system_leaves_the_grid_after_falling_behind_twice_and_the_others_go_o
 
 def test_the_grid_grows_past_its_top_until_the_system_crosses_or_the_extra_rates_run_out():
     holds = {("continuous", r): _point(r, 1.0) for r in (1, 2, 2.4, 2.88)}
-    schedule = RateSchedule([1, 2], ["continuous"], Slo(10.0, 100.0), extra_rates=2, refine_runs=0)
+    schedule = RateSchedule([1, 2], ["continuous"], SloSeconds(10.0, 100.0), extra_rates=2, refine_runs=0)
     assert [group[0][1] for group in _made(schedule, holds)] == [1, 2, 2.4, 2.88]
     # Past its knee and its SLO at 2.4 (its queue grew): no more rates.
     behind = holds | {("continuous", 2.4): _point(2.4, 1.0, keeps_up=False)}
-    schedule = RateSchedule([1, 2], ["continuous"], Slo(10.0, 100.0), extra_rates=2, refine_runs=0)
+    schedule = RateSchedule([1, 2], ["continuous"], SloSeconds(10.0, 100.0), extra_rates=2, refine_runs=0)
     assert [group[0][1] for group in _made(schedule, behind)] == [1, 2, 2.4]
 
 
 def test_refinement_halves_the_held_bracket_then_the_knee_s_while_wider_than_a_tenth():
-    slo = Slo(10.0, 100.0)
+    slo = SloSeconds(10.0, 100.0)
     # Held between 2 and 4 (its queue grew at 4), halved at 3, then between 3 and 4, halved at 3.5.
     outcomes = {("static", r): _point(r, 1.0 + r / 10, system="static", keeps_up=r < 4) for r in (1, 2, 3, 3.5, 4)}
     schedule = RateSchedule([1, 2, 4], ["static"], slo, extra_rates=0, refine_runs=2)

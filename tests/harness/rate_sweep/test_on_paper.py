@@ -7,12 +7,12 @@ import math
 import pytest
 
 from harness.paper.gpu_setups import ANYSCALE_OPT_13B_A100
-from harness.rate_sweep.curve import Slo
+from harness.rate_sweep.curve import SloSeconds
 from harness.rate_sweep.on_paper import curve_blocks, predict_curves
 from harness.report.document import to_markdown
 from harness.workload.spec import load_specs
 
-SLO = Slo(ttft_p50_s=1.0, e2e_p99_s=30.0)
+SLO = SloSeconds(ttft_p50_s=1.0, e2e_p99_s=30.0)
 
 
 @pytest.fixture(scope="module")

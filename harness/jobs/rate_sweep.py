@@ -1,0 +1,255 @@
+"""The rate sweep: latency against offered rate per system, its knee and the rate held under an SLO.
+
+The latency half of Anyscale's experiment (harness.rate_sweep). Both vLLM servers are
+launched as the reproduction launches them (or given as endpoints). Each system first
+serves a burst (its saturation rate); then every system runs Poisson arrivals at each rate
+of a grid set relative to continuous's saturation, rates ascending, systems interleaved,
+as the schedule (harness.rate_sweep.schedule) adapts the grid to what the runs show. A
+report is written after every rate (PRELIMINARY) and after Ctrl-C (STOPPED).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from harness.errors import ServerError, UsageError
+from harness.jobs.stages import Interruption
+from harness.rate_sweep.defaults import DEFAULT_FRACTIONS, EXTRA_RATES, MEASURE_S, REFINE_RUNS, WARMUP_S
+from harness.systems import SERVER_MODE, HfMode, Mode, SystemName
+from launchers import Endpoints, ServerConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from harness.budget import JobClock, JobPlan
+    from harness.rate_sweep.measure import SweepMeasurements
+    from harness.rate_sweep.schedule import RateSchedule
+    from harness.sweep import SweepCell, SweepTarget
+    from harness.workload import WorkloadSpec
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WORKLOAD = "cpu-anyscale-latency"
+# Naive waves are sent whole, ignoring arrival times (harness.driver.work), so only these two are swept.
+RATE_SYSTEMS: tuple[SystemName, ...] = ("continuous", "static")
+SATURATION_REQUESTS = 200
+# Scaled to the CPU default (docs/rate-sweep.md): twice static's TTFT floor at low load (its 1 s batch delay),
+# and about twice continuous's p99 E2E near its saturation (a 1,536-token cap's tail).
+DEFAULT_SLO_TTFT_P50_S = 2.0
+DEFAULT_SLO_E2E_P99_S = 10.0
+# Writing the last report (seconds), counted against a budget.
+REPORT_S = 5.0
+
+
+@dataclass(frozen=True)
+class RateSweep:
+    """What one rate sweep runs; `check` refuses what cannot be run against a server."""
+
+    spec: WorkloadSpec
+    out: Path
+    # Offered rates as fractions of continuous's saturation rate, unless `rates` (requests/s) are given.
+    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    rates: tuple[float, ...] | None = None
+    warmup_s: float = WARMUP_S
+    measure_s: float = MEASURE_S
+    # Fit the sweep in about this many minutes: the measured seconds per run are set to fill it.
+    budget_min: float | None = None
+    extra_rates: int = EXTRA_RATES
+    refine_runs: int = REFINE_RUNS
+    saturation_requests: int = SATURATION_REQUESTS
+    slo_ttft_p50_s: float = DEFAULT_SLO_TTFT_P50_S
+    slo_e2e_p99_s: float = DEFAULT_SLO_E2E_P99_S
+
+    def check(self, server: ServerConfig) -> None:
+        """Refuse a burst smaller than one batch of `server`."""
+        if self.saturation_requests < server.max_num_seqs:
+            raise UsageError(f"--saturation-requests: at least B = {server.max_num_seqs}, got"
+                             f" {self.saturation_requests}")
+
+
+@dataclass(frozen=True)
+class RateSweepResult:
+    """How a sweep ended: where its report is, and whether Ctrl-C stopped it."""
+
+    # (report.md, report.html); None: stopped before any rate finished.
+    report: tuple[Path, Path] | None
+    stopped: str | None
+    failed_requests: int
+
+
+def sweep_rates(job: RateSweep, server: ServerConfig, endpoints: Endpoints) -> RateSweepResult:
+    """Run the sweep on `server` (launched) or `endpoints` and write its report into `job.out`."""
+    from harness.budget import JobClock
+    from harness.driver.runner import require_new_dir
+    from harness.rate_sweep.curve import SloSeconds
+    from harness.rate_sweep.grid import burst_spec
+    from harness.rate_sweep.measure import SweepMeasurements
+    from harness.rate_sweep.result import ScheduleSettings
+    from harness.rate_sweep.schedule import FELL_BEHIND_RUNS, RateSchedule
+    from harness.sweep import SweepCell, iter_runs, run_targets
+
+    require_new_dir(job.out, "report directory")
+    began = time.monotonic()
+    slo = SloSeconds(job.slo_ttft_p50_s, job.slo_e2e_p99_s)
+    runs_dir = job.out / "runs"
+    interruption = Interruption()
+    with contextlib.ExitStack() as stack:
+        targets = run_targets(server, job.out, stack, endpoints)
+        systems = [system for system in RATE_SYSTEMS if SERVER_MODE[system] in targets]
+        static_wait = server.batch_wait_s if "static" in targets and targets["static"].server else None
+        measure_s = job.measure_s
+        measured = SweepMeasurements(job.spec.name, server.max_num_seqs, slo, job.warmup_s, measure_s, static_wait,
+                                     ScheduleSettings(fell_behind_runs=FELL_BEHIND_RUNS, extra_rates=job.extra_rates,
+                                                      refine_runs=job.refine_runs))
+        clock = JobClock(None, len(systems))
+        with interruption.catch(lambda: f"STOPPED by Ctrl-C after {len(clock.finished_s)} of {clock.total_runs}"
+                                        " runs; only finished runs are shown"):
+            bursts = [SweepCell(system, burst_spec(job.spec, job.saturation_requests), targets[SERVER_MODE[system]])
+                      for system in systems]
+            for burst in iter_runs(bursts, runs_dir, 1, note=clock.note):
+                measured.add_burst(burst.path)
+                clock.run_done()
+            grid = list(job.rates) if job.rates else _grid(measured.saturation("continuous"), job.fractions)
+            logger.info("rates (requests/s): " + ", ".join(f"{rate:g}" for rate in grid))
+            schedule = RateSchedule(grid, systems, slo, {system: measured.saturation(system) for system in systems},
+                                    job.extra_rates, job.refine_runs)
+            if job.budget_min is not None:
+                expected = [(rate, measured.saturation(system)) for system, rate in schedule.left()]
+                measure_s = _measure_for_budget(job.budget_min, time.monotonic() - began, expected, job.warmup_s)
+                measured.measure_s = measure_s
+            _run_rates(schedule, RateRuns(job.spec, job.warmup_s, measure_s, targets, runs_dir), bursts, clock,
+                       measured, job.out)
+    if interruption.stopped is not None and not measured.points:
+        return RateSweepResult(None, interruption.stopped, 0)
+    markdown, page, _ = measured.write(job.out, interruption.stopped)
+    return RateSweepResult((markdown, page), interruption.stopped, sum(point.failed for point in measured.points))
+
+
+def reanalyze(directory: Path, slo_ttft_p50_s: float, slo_e2e_p99_s: float) -> Path:
+    """Rewrite the report of an earlier sweep in `directory` from its runs, under this SLO; its report.html."""
+    import json
+
+    from harness.rate_sweep.curve import SloSeconds
+    from harness.rate_sweep.measure import SweepMeasurements
+    from harness.rate_sweep.report import SUMMARY_FILE
+    from harness.rate_sweep.result import ScheduleSettings
+    from harness.rundir.reader import find_run_dirs
+
+    try:
+        earlier = json.loads((directory / SUMMARY_FILE).read_text(encoding="utf-8"))
+        settings = (earlier["workload"], earlier["batch_size"], earlier["warmup_s"], earlier["measure_s"],
+                    earlier["static_batch_wait_s"])
+        # Sweeps written before the schedule adapted the grid have none of its settings: every system ran every rate.
+        schedule = ScheduleSettings(**{f.name: int(earlier.get(f.name, 0)) for f in fields(ScheduleSettings)})
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--analyze {directory}: not a rate sweep's report directory ({exc})") from None
+    workload, batch_size, warmup_s, measure_s, static_wait = settings
+    measured = SweepMeasurements(workload, batch_size, SloSeconds(slo_ttft_p50_s, slo_e2e_p99_s), warmup_s,
+                                 measure_s, static_wait, schedule)
+    for path in find_run_dirs([directory / "runs"]):
+        measured.add_run(path)
+    _, page, _ = measured.write(directory, earlier.get("stage"))
+    return page
+
+
+@dataclass(frozen=True)
+class RateRuns:
+    """How a Poisson run of the sweep is made: its workload at a rate, where it runs, where it is written."""
+
+    spec: WorkloadSpec
+    warmup_s: float
+    measure_s: float
+    targets: Mapping[Mode | HfMode, SweepTarget]
+    runs_dir: Path
+
+    def cell(self, system: str, rate: float) -> SweepCell:
+        from harness.rate_sweep.grid import rate_spec
+        from harness.sweep import SweepCell
+
+        return SweepCell(system, rate_spec(self.spec, rate, self.warmup_s, self.measure_s),
+                         self.targets[SERVER_MODE[cast(SystemName, system)]])
+
+
+def _run_rates(schedule: RateSchedule, runs: RateRuns, bursts: list[SweepCell], clock: JobClock,
+               measured: SweepMeasurements, out: Path) -> None:
+    """Make the schedule's runs group by group, the points so far told to the schedule; a PRELIMINARY report after
+    each run."""
+    from harness.rate_sweep.report import write_rate_report
+    from harness.rate_sweep.schedule import FELL_BEHIND_RUNS
+    from harness.sweep import iter_runs
+
+    made: list[tuple[str, float]] = []
+    while group := schedule.next_runs():
+        note = _replanned(clock, bursts, made, group, schedule, measured, runs.spec, runs.warmup_s + runs.measure_s)
+        cells = [runs.cell(system, rate) for system, rate in group]
+        for index, finished in enumerate(iter_runs(cells, runs.runs_dir, 1, note=note)):
+            system = measured.add_point(finished.path).system
+            was_in_sweep = schedule.in_sweep(system)
+            found = measured.result()
+            schedule.record([point for result in found.systems for point in result.points])
+            made.append(group[index])
+            clock.run_done()
+            if was_in_sweep and not schedule.in_sweep(system):
+                logger.info(f"[{system}] fell behind at {FELL_BEHIND_RUNS} rates: it runs no higher grid rate")
+            write_rate_report(found, out, f"PRELIMINARY: {len(made)} runs so far; rewritten after each")
+
+
+def _replanned(clock: JobClock, bursts: list[SweepCell], made: list[tuple[str, float]], group: list[tuple[str, float]],
+               schedule: RateSchedule, measured: SweepMeasurements, spec: WorkloadSpec,
+               arrivals_s: float) -> Callable[[], str]:
+    """The progress note of a run in `group`, the ETA re-planned first from the runs made (`made` grows as this
+    group's runs finish) and those expected."""
+    first = len(made)
+
+    def note() -> str:
+        expected = [*made, *group[len(made) - first:], *schedule.left()]
+        clock.replan(_job(bursts, clock.finished_s[:len(bursts)], expected, measured, spec, arrivals_s))
+        return clock.note()
+
+    return note
+
+
+def _job(bursts: list[SweepCell], burst_s: list[float], runs: list[tuple[str, float]],
+         measured: SweepMeasurements, spec: WorkloadSpec, arrivals_s: float) -> JobPlan:
+    """The whole sweep as the ETA sees it: the bursts at what they took, then each run priced by expected_run_s."""
+    from harness.budget import JobPlan, PlannedRun
+    from harness.rate_sweep.grid import RUN_OVERHEAD_S, expected_run_s, rate_spec
+
+    made = [PlannedRun(cast(SystemName, cell.system), cell.spec.name, 1, cell.spec.num_requests, seconds, seconds)
+            for cell, seconds in zip(bursts, burst_s, strict=True)]
+    prices = [expected_run_s(rate, measured.saturation(system), arrivals_s) for system, rate in runs]
+    planned = [PlannedRun(cast(SystemName, system), rate_spec(spec, rate).name, 1, None, price - RUN_OVERHEAD_S, price)
+               for (system, rate), price in zip(runs, prices, strict=True)]
+    return JobPlan(tuple(made + planned))
+
+
+def _grid(saturation: float, fractions: tuple[float, ...]) -> list[float]:
+    """The offered rates from continuous's saturation; ServerError when its burst gave none."""
+    from harness.rate_sweep.grid import rate_grid
+
+    if not (math.isfinite(saturation) and saturation > 0):
+        raise ServerError("continuous's saturation burst completed no request: no rates to offer (its run directory"
+                          " says why); give --rates to sweep without it")
+    return rate_grid(saturation, fractions)
+
+
+def _measure_for_budget(budget_min: float, spent_s: float, runs: list[tuple[float, float]], warmup_s: float) -> float:
+    """The measured seconds per run that fill what is left of the budget; UsageError under 20 s."""
+    from harness.rate_sweep.grid import expected_run_s, measure_for_budget
+    from harness.rate_sweep.report import TRUSTED_MEASURE_S
+
+    measure_s = measure_for_budget(budget_min * 60 - spent_s - REPORT_S, runs, warmup_s)
+    if measure_s < TRUSTED_MEASURE_S:
+        needed_s = spent_s + REPORT_S + sum(expected_run_s(rate, saturation, warmup_s + TRUSTED_MEASURE_S)
+                                            for rate, saturation in runs)
+        needed = needed_s / 60
+        raise UsageError(f"--budget-min {budget_min:g}: leaves {max(measure_s, 0.0):.0f} s of measured arrivals per run"
+                         f" on this machine, under {TRUSTED_MEASURE_S:g} s; give at least {needed:.1f} minutes")
+    logger.info(f"--budget-min {budget_min:g}: {measure_s:.0f} s of measured arrivals per run")
+    return measure_s

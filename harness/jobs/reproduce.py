@@ -1,0 +1,247 @@
+"""The reproduction: the Anyscale-style sweep end to end, and its report.
+
+One server start per mode, one after the other, both up for the whole sweep: the
+continuous server hosts the continuous runs and the naive padded waves, the static server
+the static runs, and every repetition runs each workload on all three systems back to
+back. Before the first run a probe of each server (harness.probe) prices this machine's
+steps; the plans are sized from it (harness.budget), and every progress line says where
+the job stands and when it should end. A report is written after every repetition, and
+after Ctrl-C. There is no separate calibration phase: the predictions come from step costs
+fitted on the runs' own engine steps (harness.analysis.step_predict).
+
+`transformers`: also start `transformers serve` in its two modes and run every workload
+on them too (hf-continuous, hf-sequential), with the same plans, into the same report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.errors import UsageError
+from harness.jobs.stages import Interruption
+from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
+from launchers import Endpoints, ServerConfig
+
+if TYPE_CHECKING:
+    from harness.budget import JobPlan
+    from harness.report.assemble import AssembledReport
+    from harness.sweep import SweepTarget
+    from harness.workload import WorkloadSpec
+
+logger = logging.getLogger(__name__)
+
+# The four spread levels. The seed example (cpu-seed-100-200-300-1000) is left out of
+# the default to keep the job shorter (the four alone take about 20 minutes at their
+# smallest faithful plans: docs/validation/job-clock.md); add it by name.
+CPU_WORKLOADS = (
+    "cpu-anyscale-cap32",
+    "cpu-anyscale-cap128",
+    "cpu-anyscale-cap512",
+    "cpu-anyscale-cap1536",
+)
+DEFAULT_REPETITIONS = 3
+# A smoke run: one repetition of two batches per workload (seconds per cell, not 20+).
+QUICK_BATCHES = 2
+# Analysing and rendering a report takes 4-10 s here (one repetition to all 36 runs): one per repetition.
+REPORT_S = 8.0
+CAVEATS = (
+    "The CPU default serves a 4-layer Llama with hidden size 256 on one core. Unlike an 8B model on a GPU, its"
+    " decode step is not dominated by reading weights, so a step of 16 sequences costs several times a step of"
+    " one: batching is far from free here, and every gap is smaller than Anyscale's. The step-cost model shows"
+    " by how much.",
+    "Naive static batching is emulated by the client: waves of B requests, each row asked for the wave's longest"
+    " output (padding), the next wave only after the whole wave finished, on the continuous server. Only each"
+    " request's planned tokens count as useful.",
+    "Static batching is vLLM's own engine with one change, admission (a --scheduler-cls plugin): a batch forms only"
+    " when the previous one has drained. Finished rows stop costing compute but their slots stay empty.",
+    "Client and server share two cores: the load driver's own CPU time slows the server a little, the same for"
+    " every system.",
+    "Predictions replay each run's plan as sent at once (burst). When the client sends late (send lateness),"
+    " the engine waits with free rows and nothing queued, which no fitted step cost predicts: such runs measure slower"
+    " than predicted, by about the share of time the engine sat starved.",
+    "On the CPU default, vLLM's API server shares one core with the engine. With 64 streams open it coalesces"
+    " tokens into fewer chunks (per-token timestamps then repeat; TPOT and ITL medians can fall near zero for"
+    " short requests), and it answers /metrics late, so telemetry has gaps of seconds. Throughput, which is"
+    " tokens per makespan, is not affected; the occupancy plot is coarser where the gaps are.",
+)
+
+TRANSFORMERS_CAVEAT = (
+    "hf-continuous and hf-sequential are Hugging Face's `transformers serve`, a second server. Its continuous"
+    " batching has no cap of B sequences per step: on a CPU the launcher gives each step 512 tokens and the cache"
+    " and attention masks 2 GiB (transformers' defaults, 8,192 tokens and 90% of memory, stall a burst here)."
+    " Its sequential mode serves one request at a time. It records no engine steps: its figures are the"
+    " client's, and it is not predicted."
+)
+
+
+def quick_requests(batch_size: int) -> int:
+    """Requests per workload of a smoke run at B = `batch_size`."""
+    return QUICK_BATCHES * batch_size
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What one reproduction runs; `check` refuses settings that contradict each other."""
+
+    specs: tuple[WorkloadSpec, ...]
+    out: Path
+    repetitions: int = DEFAULT_REPETITIONS
+    # Size the plans to fill about this many minutes (None: the smallest faithful plans).
+    budget_min: float | None = None
+    # The workloads' own request counts, whatever they cost.
+    full_size: bool = False
+    # A smoke run: one repetition of quick_requests(B) per workload; stability is not judged.
+    quick: bool = False
+    # Also run `transformers serve` in its two modes.
+    transformers: bool = False
+    # Load worker processes under a Locust master (1: one process).
+    workers: int = 1
+    # The results history the runs are appended to; None: none (--no-history).
+    history: Path | None = None
+
+    def check(self, endpoints: Endpoints, server: ServerConfig) -> None:
+        """Refuse settings that contradict each other or cannot be met, before anything starts."""
+        if self.repetitions < 1:
+            raise UsageError(f"--repetitions must be at least 1, got {self.repetitions}")
+        chosen = [flag for flag, given in (("--budget-min", self.budget_min is not None),
+                                           ("--full-size", self.full_size), ("--quick", self.quick)) if given]
+        if len(chosen) > 1:
+            raise UsageError(f"{' and '.join(chosen)}: choose one way to size the plans")
+        if self.budget_min is not None and not (math.isfinite(self.budget_min) and self.budget_min > 0):
+            raise UsageError(f"--budget-min: must be a positive number of minutes, got {self.budget_min!r}")
+        if self.budget_min is not None and endpoints.continuous:
+            raise UsageError("--budget-min: sizing needs the engine's step log, which only servers launched here"
+                             " have; drop --endpoint or --budget-min")
+        if self.budget_min is not None and self.transformers:
+            raise UsageError("--budget-min: a budget prices vLLM's engine steps, and transformers serve records"
+                             " none; drop --transformers or --budget-min")
+        if self.transformers and endpoints.continuous:
+            raise UsageError("--transformers launches its servers here: drop --endpoint, or run the transformers"
+                             " endpoint with `batchbench run --backend transformers`")
+        if self.transformers:
+            from launchers.transformers_server import check_servable
+
+            check_servable(server.model)
+
+    @property
+    def systems(self) -> tuple[SystemName, ...]:
+        """vLLM's three systems, and transformers serve's two with `transformers`."""
+        return SYSTEMS + HF_SYSTEMS if self.transformers else SYSTEMS
+
+
+@dataclass(frozen=True)
+class ReproductionResult:
+    """How a reproduction ended: its report (None: interrupted before any run finished) and why it stopped."""
+
+    report: AssembledReport | None
+    # "stopped by Ctrl-C after ..."; None when every run was made.
+    stopped: str | None
+    runs: int
+    minutes: float
+
+
+def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> ReproductionResult:
+    """Run the reproduction on `server` (launched) or `endpoints`, write its report, append it to the history."""
+    from harness.budget import JobClock
+    from harness.driver.distributed.shard import cluster_spec
+    from harness.driver.runner import require_new_dir
+    from harness.history import HistoryStore
+    from harness.history.record import record
+    from harness.report.assemble import JobStage, assemble_report
+    from harness.sweep import SweepCell, check_sweep_workers, iter_runs, run_targets
+
+    began = time.monotonic()
+    repetitions = 1 if job.quick else job.repetitions
+    specs = list(job.specs)
+    if job.quick:
+        quick = quick_requests(server.max_num_seqs)
+        specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or quick, quick)}) for spec in specs]
+    cluster = cluster_spec(job.workers)
+    check_sweep_workers(specs, job.systems, server.max_num_seqs, cluster)
+    require_new_dir(job.out, "report directory")
+    store = None if job.history is None else HistoryStore(job.history)
+    runs_dir = job.out / "runs"
+
+    skipped = []
+    if endpoints.continuous and not endpoints.static:
+        skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
+    if job.transformers:
+        skipped.append(TRANSFORMERS_CAVEAT)
+    finished: list[Path] = []
+    interruption = Interruption()
+
+    def write(stage: JobStage | None) -> AssembledReport:
+        return assemble_report(finished, job.out, caveats=[*CAVEATS, *skipped], smoke=job.quick, allow_partial=True,
+                               stage=stage)
+
+    with contextlib.ExitStack() as stack:
+        targets = run_targets(server, job.out, stack, endpoints, hf_modes=HF_MODES if job.transformers else ())
+        specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, job.out / "probe")
+        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
+                 for spec in specs for system in job.systems if SERVER_MODE[system] in targets]
+        clock = JobClock(plan, len(cells) * repetitions)
+        with interruption.catch(lambda: f"stopped by Ctrl-C after {len(finished)} of {clock.total_runs} runs"):
+            # Per workload the three systems back to back, so each repetition's ratios compare
+            # runs minutes apart at most.
+            for made in iter_runs(cells, runs_dir, repetitions, cluster=cluster, note=clock.note):
+                finished.append(made.path)
+                clock.run_done()
+                if made.repetition < repetitions and len(finished) == made.repetition * len(cells):
+                    report = write(JobStage("PRELIMINARY", f"{made.repetition} of {repetitions} repetitions;"
+                                            " the next repetition rewrites this report"))
+                    logger.info(f"preliminary report ({made.repetition} of {repetitions} repetitions):"
+                                f" {report.paths.html}")
+    minutes = (time.monotonic() - began) / 60
+    if interruption.stopped is not None:
+        if not finished:
+            return ReproductionResult(None, interruption.stopped, 0, minutes)
+        report = write(JobStage("STOPPED", f"{interruption.stopped}; it holds only the runs that finished"))
+        return ReproductionResult(report, interruption.stopped, len(finished), minutes)
+    logger.info("analysing and rendering the report")
+    # A run with failed requests is this job's own finding: reported (as PARTIAL), and the command exits 1.
+    report = write(None)
+    if store is not None and not job.quick:
+        record(store, report.assessed, "reproduce", job.out.name)
+    return ReproductionResult(report, None, len(finished), (time.monotonic() - began) / 60)
+
+
+def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets: dict[Mode | HfMode, SweepTarget],
+          repetitions: int, probe_dir: Path) -> tuple[list[WorkloadSpec], JobPlan | None]:
+    """The plans the job runs, sized from a probe of this machine, and the job's estimate (None: no probe).
+
+    The probe and the sizing are vLLM's: transformers serve records no engine steps. Its
+    runs get the same plans, priced as vLLM's continuous runs until each system's first
+    runs rescale them (harness.budget.eta).
+    """
+    from harness.budget import plan_job, plan_line, size_for_budget
+    from harness.probe import probe_machine
+
+    if job.quick:
+        return specs, None
+    vllm = {mode: target for mode, target in targets.items() if mode in MODES}
+    if any(target.server is None for target in vllm.values()):
+        logger.info("no probe and no ETA: a server given by --endpoint has no engine step log here")
+        return specs, None
+    probe = probe_machine(vllm, specs, probe_dir, batch_size)
+    if probe is None:
+        return specs, None
+    systems = [system for system in SYSTEMS if SERVER_MODE[system] in targets]
+    after_s = REPORT_S * repetitions
+    if not job.full_size:
+        sizing = size_for_budget(job.budget_min, specs, systems, repetitions, probe.machine, after_s=after_s)
+        specs = list(sizing.specs)
+        for workload in sizing.workloads:
+            logger.info(f"{workload.spec.name}: {workload.spec.num_requests} of its {workload.full_requests} requests,"
+                        f" fastest run about {workload.fastest_run_s:.0f} s")
+    every = [system for system in job.systems if SERVER_MODE[system] in targets]
+    stand_ins: dict[SystemName, SystemName] = {system: "continuous" for system in HF_SYSTEMS}
+    plan = plan_job(specs, every, repetitions, probe.machine, after_s=after_s, stand_ins=stand_ins)
+    logger.info(f"probe took {probe.seconds:.0f} s; {plan_line(plan, datetime.now())}")
+    return specs, plan
