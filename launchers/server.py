@@ -74,6 +74,13 @@ class VllmBuild:
         except ValueError as exc:
             raise UsageError(f"{self.distribution}: {exc}") from None
 
+    def checked(self, allow_untested: bool) -> ReleaseSupport:
+        """`support()`, refused in one line (UsageError) when untested and `allow_untested` does not say go on."""
+        support = self.support()
+        if not support.tested and not allow_untested:
+            raise UsageError(support.refusal())
+        return support
+
     def async_scheduling(self, requested: bool | None) -> bool:
         """The async setting both modes are started with: as requested, else on except on the CPU build.
 
@@ -262,9 +269,7 @@ def start(
     else:
         ensure_port_free(spec.host, port)
     vllm = probe_vllm(python)
-    support = vllm.support()
-    if not support.tested and not spec.allow_untested_vllm:
-        raise UsageError(support.refusal())
+    support = vllm.checked(spec.allow_untested_vllm)
     resolved = resolve_model(spec.model)
     directory = Path(log_dir) if log_dir else default_log_dir(spec.mode, port)
     directory.mkdir(parents=True, exist_ok=True)

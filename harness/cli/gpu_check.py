@@ -73,9 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.driver.runner import require_new_dir
 
     # Before anything is measured: a vLLM outside the tested releases is refused in one line.
-    support = probe_vllm(Settings.from_env().server_python).support()
-    if not support.tested and not args.allow_untested_vllm:
-        raise UsageError(support.refusal())
+    vllm = probe_vllm(Settings.from_env().server_python)
+    vllm.checked(args.allow_untested_vllm)
     gpu = detect_gpu()
     preset = GPU if gpu is not None else CPU
     overrides = {field.name: getattr(args, field.name) for field in dataclasses.fields(preset)
@@ -93,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
-    verdict = run_checks(Plan(sizes, gpu, out, args.async_scheduling, args.allow_untested_vllm))
+    verdict = run_checks(Plan(sizes, gpu, out, vllm, args.async_scheduling, args.allow_untested_vllm))
     markdown, as_json = write_verdict(verdict, out)
     print(render_terminal(verdict))
     print(f"verdict: {markdown} {as_json}")

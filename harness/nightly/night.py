@@ -26,6 +26,7 @@ from harness.history.from_run import repetition_from_run
 from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
+from harness.rundir.manifest import untested_vllm
 from harness.sweep import SweepCell, run_cells, run_targets
 from harness.systems import HF_SERVER_MODE, SERVER_MODE, modes_for
 
@@ -80,8 +81,8 @@ def run_night(
     passed = {config.config_key for config in result.configs if config.outcome == "pass"}
     recorded = [row.model_copy(update={"accepted": accept or row.config_key in passed}) for row in repetitions]
     store.append(recorded)
-    untested = (target.server.get("vllm_untested") for target in targets.values() if target.server)
-    return NightResult(result, tuple(recorded), tuple(run_dirs), extra, tuple(dict.fromkeys(filter(None, untested))))
+    untested = untested_vllm(target.server for target in targets.values())
+    return NightResult(result, tuple(recorded), tuple(run_dirs), extra, tuple(untested))
 
 
 def _repetitions(run_dirs: Sequence[Path], invocation_id: str) -> list[RepetitionRow]:

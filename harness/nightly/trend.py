@@ -21,7 +21,7 @@ from harness.gate.rule import format_figure
 from harness.nightly.changes import ChangePoint, change_points
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.plots import to_png
-from harness.report.untested import UNTESTED_TITLE, untested_vllm_blocks
+from harness.report.untested import untested_title, untested_vllm_blocks
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,7 @@ def trend_plot(points: Sequence[NightPoint], verdict: ConfigVerdict, changes: Se
 
 def trend_title(suite_name: str, untested_vllm: Sequence[str] = ()) -> str:
     """The trend report's title; it says UNTESTED VLLM first when a server ran one."""
-    title = f"Nightly trend: {suite_name}"
-    return f"{UNTESTED_TITLE}. {title}" if untested_vllm else title
+    return untested_title(f"Nightly trend: {suite_name}", untested_vllm)
 
 
 def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame],

@@ -83,7 +83,7 @@ class SweepMeasurements:
                                  self.static_batch_wait_s, float(np.median(decode) * 1e3) if decode.size else math.nan,
                                  self.schedule)
         return RateSweepResult(settings, systems, rate, {k: v for k, v in cdf.items() if v.size},
-                               tuple(untested_vllm([run.manifest for run in self._loaded])))
+                               tuple(untested_vllm(run.manifest.server for run in self._loaded)))
 
     def write(self, out: Path, stage: str | None = None) -> tuple[Path, Path, Path]:
         """Write the report of the runs so far."""

@@ -17,7 +17,7 @@ from harness.rate_sweep.schedule import MIN_BRACKET
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.format import num, pct, times, with_low
 from harness.report.render import write_blocks
-from harness.report.untested import UNTESTED_TITLE, untested_vllm_blocks
+from harness.report.untested import untested_title, untested_vllm_blocks
 
 SUMMARY_FILE = "summary.json"
 # The short runs a test makes are marked: below this many measured seconds a figure is noise here.
@@ -37,8 +37,7 @@ def write_rate_report(result: RateSweepResult, out: Path, stage: str | None = No
 
 
 def _title(result: RateSweepResult) -> str:
-    title = f"Rate sweep: {result.settings.workload}"
-    return f"{UNTESTED_TITLE}. {title}" if result.untested_vllm else title
+    return untested_title(f"Rate sweep: {result.settings.workload}", result.untested_vllm)
 
 
 def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:

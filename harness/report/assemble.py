@@ -37,7 +37,7 @@ from harness.report.headline import (
 )
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_cost_summary import StepCostSummary
-from harness.report.untested import UNTESTED_TITLE, untested_vllm_blocks
+from harness.report.untested import untested_title, untested_vllm_blocks
 from harness.rundir.manifest import RunManifest, untested_vllm
 
 
@@ -90,10 +90,8 @@ def assemble_report(
             " there proves less."
         )
     partial = [f"{run.data.path.name}: {'; '.join(run.data.partial)}" for run in assessed if run.data.partial]
-    title = PARTIAL_TITLE if partial else ReportExtras().title
-    untested = untested_vllm([run.data.manifest for run in assessed])
-    if untested:
-        title = f"{UNTESTED_TITLE}. {title}"
+    untested = untested_vllm([run.data.manifest.server for run in assessed])
+    title = untested_title(PARTIAL_TITLE if partial else ReportExtras().title, untested)
     extras = ReportExtras(
         title=f"{stage.line()}. {title}" if stage else title,
         caveats=notes,

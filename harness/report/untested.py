@@ -15,6 +15,11 @@ from harness.report.document import Block, Paragraph
 UNTESTED_TITLE = "UNTESTED VLLM"
 
 
+def untested_title(title: str, untested: Sequence[str]) -> str:
+    """`title`, with UNTESTED VLLM first when a server ran a vLLM outside the tested releases."""
+    return f"{UNTESTED_TITLE}. {title}" if untested else title
+
+
 def untested_vllm_blocks(untested: Sequence[str]) -> list[Block]:
     """Say first, beside the headline, when a server ran a vLLM outside the tested releases."""
     if not untested:

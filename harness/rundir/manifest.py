@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -165,13 +165,13 @@ def server_build(server: dict[str, Any] | None) -> tuple[str, str] | None:
     return str(name), str(server.get("vllm_version", server.get("server_version", "unknown")))
 
 
-def untested_vllm(manifests: Sequence[RunManifest]) -> list[str]:
-    """Each distinct "UNTESTED VLLM ..." marking of the launched servers behind `manifests`, in order.
+def untested_vllm(servers: Iterable[Mapping[str, Any] | None]) -> list[str]:
+    """Each distinct "UNTESTED VLLM ..." marking of `servers` (launchers' server records, a manifest's `server`).
 
     A launcher records one when it ran a vLLM outside the tested releases
     (launchers.vllm_releases) because --allow-untested-vllm said so; empty for tested ones.
     """
-    found = [str(m.server["vllm_untested"]) for m in manifests if m.server and m.server.get("vllm_untested")]
+    found = [str(server["vllm_untested"]) for server in servers if server and server.get("vllm_untested")]
     return list(dict.fromkeys(found))
 
 
