@@ -46,7 +46,7 @@ from harness.calibration.__main__ import READY_LINE
 from harness.rundir.manifest import RunManifest
 from harness.rundir.reader import load_run
 from harness.rundir.records import MANIFEST_FILE
-from harness.telemetry import parse_metrics
+from harness.telemetry.metrics import parse_metrics
 from launchers import resolve_model
 
 # The peer is started as compare_vllm_bench starts it (run as a script, this file's

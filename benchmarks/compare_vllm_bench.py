@@ -59,7 +59,7 @@ from harness.analysis.metrics import metrics_for_run
 from harness.analysis.stats import paired_ratio_ci
 from harness.driver.steps import StepLogCursor, step_record
 from harness.rundir.reader import load_run
-from harness.telemetry import sum_series
+from harness.telemetry.metrics import sum_series
 from harness.workload import build_plan, load_spec
 from launchers import ServerSpec, resolve_model, start
 

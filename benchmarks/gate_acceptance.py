@@ -44,6 +44,11 @@ still rejudge and resume.
 
 from __future__ import annotations
 
+# This script drives load itself: gevent patches the process before anything opens a socket.
+from harness.driver.gevent_process import patch_for_load
+
+patch_for_load()
+
 import argparse
 import contextlib
 import dataclasses

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from harness.budget import MachineCost, size_for_budget
 from harness.budget.estimate import simulate_run
+from harness.budget.probe import summary_step_costs
 from harness.jobs.reproduce import CPU_WORKLOADS, DEFAULT_REPETITIONS
-from harness.probe import summary_step_costs
 from harness.systems import SYSTEMS
 from harness.workload import build_plan, load_specs
 

@@ -1,5 +1,5 @@
 """How well a job's probe prices its runs: the probe's own fit against the reference's step
-costs at the machine's speed (harness.probe), each run's plan simulated as the sizing does.
+costs at the machine's speed (harness.budget.probe), each run's plan simulated as the sizing does.
 
 For every run of a `reproduce` report directory (its probe/ and runs/), the simulated
 makespan under each pricing against the engine's measured makespan, then per system the
@@ -18,7 +18,7 @@ from harness.analysis.engine import engine_metrics
 from harness.analysis.step_predict import fit_server_step_cost
 from harness.budget import MachineCost
 from harness.budget.estimate import simulate_run
-from harness.probe import reference_pricing
+from harness.budget.probe import reference_pricing
 from harness.rundir.reader import load_run
 from harness.workload import RequestPlan
 
@@ -31,7 +31,8 @@ def pricings(report: Path) -> dict[str, MachineCost]:
     batch_size = continuous.manifest.batch_size
     if continuous.steps is None:
         raise SystemExit(f"{report}: its continuous probe has no engine step log")
-    priced = reference_pricing(continuous.manifest.server, batch_size, continuous.steps, list(own))
+    server = continuous.manifest.server
+    priced = reference_pricing(None if server is None else server.model_dump(), batch_size, continuous.steps, list(own))
     if priced is None:
         raise SystemExit(f"{report}: its servers are not the reference's (model, B, vLLM version)")
     ref, speed = priced

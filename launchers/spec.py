@@ -5,7 +5,7 @@ its description. The server flags of every command that launches vLLM are genera
 from it (harness.cli.server_options), and a nightly suite's `server:` block is
 validated by it. `ServerSpec` adds what the caller decides: the mode, the port, and the
 settings experiments pin. `Endpoints` names the servers a job is given instead of launching
-them (harness.sweep.run_targets turns both into the servers a job runs on).
+them (harness.sweep.servers.run_targets turns both into the servers a job runs on).
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ class ServerConfig(BaseModel):
     layout: Layout = Field("auto", description="process layout: engine-with-worker pins vLLM's spinning engine core"
                            " beside its worker so the client and API server get CPU; auto is engine-with-worker on"
                            " machines of <= 4 cores, as-launched elsewhere (launchers/layout.py)")
-    vllm_args: tuple[str, ...] = Field((), description="extra vLLM arguments, passed last, in order")
+    vllm_args: tuple[str, ...] = Field(
+        (), description="extra vLLM arguments, passed last, in order", json_schema_extra={"repeatable": True}
+    )
     # Static mode and the step log live in vLLM's scheduler internals (launchers.vllm_releases).
     allow_untested_vllm: bool = Field(
         False, description=f"launch a vLLM release outside the tested {releases_in_words()} (every report then says"

@@ -57,14 +57,14 @@ POOL_ENDINGS = (
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Refuse a suite whose test modules gevent-patched this process while being imported.
 
-    Importing harness.cli (or Locust) patches sockets, threads and the event loop of the
-    whole process: every later test that uses asyncio or a real thread then fails far from
-    the cause. Such a test runs its command in a child process instead.
+    Importing Locust (or calling harness.driver.gevent_process.patch_for_load) patches
+    sockets, threads and the event loop of the whole process: every later test that uses
+    asyncio or a real thread then fails far from the cause. Such a test runs its command in a child process instead.
     """
     from gevent import monkey
 
     if monkey.is_module_patched("socket"):
-        raise pytest.UsageError("a test module imported harness.cli or locust and gevent-patched the test process;"
+        raise pytest.UsageError("a test module imported locust and gevent-patched the test process;"
                                 " run that test's command in a child process")
 
 

@@ -23,6 +23,7 @@ from harness.errors import UsageError
 from harness.paper.simulate import ScheduleResult, simulate
 from harness.paper.step_cost import StepCost
 from harness.systems import ALL_SYSTEMS, SystemName, shown_systems
+from harness.workload.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from harness.rundir.reader import RunData
@@ -66,7 +67,7 @@ class GapEntry:
         """Identity from the run's manifest: workload name, `spread_level`, system."""
         workload = run.manifest.workload
         return cls(
-            workload=str(workload.get("name", run.manifest.run_id)),
+            workload=workload.name,
             level=spread_level(workload),
             system=run.manifest.system,
             metrics=metrics,
@@ -74,10 +75,10 @@ class GapEntry:
         )
 
 
-def spread_level(workload: Mapping[str, Any]) -> Level:
-    """The output-length cap of a workload spec dict, or its name when it has no cap."""
-    cap = (workload.get("output_tokens") or {}).get("cap")
-    return int(cap) if isinstance(cap, int) else str(workload.get("name", "unnamed"))
+def spread_level(workload: WorkloadSpec) -> Level:
+    """The output-length cap of a workload, or its name when it has no cap."""
+    cap = getattr(workload.output_tokens, "cap", None)
+    return int(cap) if isinstance(cap, int) else workload.name
 
 
 def predict_for_run(

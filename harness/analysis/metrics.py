@@ -194,7 +194,7 @@ def compute_run_metrics(
 
 def metrics_for_run(run: RunData) -> RunMetrics:
     """`compute_run_metrics` with B and the SLOs taken from the run's manifest."""
-    slo = SloMs.model_validate(run.manifest.workload.get("slo") or {})
+    slo = run.manifest.workload.slo or SloMs()
     return compute_run_metrics(
         run.records, run.tokens, run.telemetry, run.manifest.batch_size, slo, run.manifest.telemetry_interval_s,
         run.gpu,

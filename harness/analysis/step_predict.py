@@ -55,8 +55,10 @@ class FittedPrediction:
 
 def server_key(run: RunData) -> str:
     """Which server a run measured: mode, pid and start time of the launched server."""
-    server = run.manifest.server or {}
-    return f"{server.get('mode', '?')} server pid {server.get('pid', '?')} started {server.get('started_at', '?')}"
+    server = run.manifest.server
+    if server is None:
+        return "? server pid ? started ?"
+    return f"{server.mode or '?'} server pid {server.pid or '?'} started {server.started_at or '?'}"
 
 
 def fit_server_step_cost(runs: Sequence[RunData]) -> ServerStepCost:

@@ -40,8 +40,8 @@ from harness.workload.limits import MAX_REQUESTS
 MIN_RUN_S = MIN_MAKESPAN_S
 # What sizing aims the fastest run at, so that it lasts MIN_RUN_S when measured: a run
 # lasts what the machine's speed at the time makes of it, and that moves by ±10-17% from
-# one run to the next here, beside the pricing's own error: aimed at 23 s, 7 of 36
-# continuous runs in three jobs lasted 17.5-20.0 s (docs/validation/job-clock.md).
+# one run to the next here, beside the pricing's own error: a smaller margin left runs
+# under MIN_RUN_S (docs/validation/job-clock.md#three-back-to-back-jobs-and-what-the-verdict-judges).
 TARGET_RUN_S = MIN_RUN_S * 1.25
 # A sized plan may move a headline ratio by at most this much against the full plan. The
 # paired ratios' own noise between repetitions is about ±2%

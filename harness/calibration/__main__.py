@@ -30,11 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve until interrupted. Values are checked by `batchbench calibration-endpoint`, which runs this."""
+    """Serve until interrupted (`batchbench calibration-endpoint` checks the values, then serves the same way)."""
     parser = argparse.ArgumentParser(prog="python -m harness.calibration", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    server = NullStreamServer(args.model, args.tokenizer, args.step_interval_s)
+    return serve_until_interrupted(args.host, args.port, NullStreamServer(args.model, args.tokenizer,
+                                                                          args.step_interval_s))
+
+
+def serve_until_interrupted(host: str, port: int, server: NullStreamServer) -> int:
+    """Serve `server` at host:port on a fresh event loop until Ctrl-C or SIGTERM; prints READY_LINE once listening."""
     loop_factory: Callable[[], asyncio.AbstractEventLoop]
     try:
         import uvloop
@@ -43,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         loop_factory = asyncio.new_event_loop
     with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve(server, args.host, args.port, lambda url: print(READY_LINE + url, flush=True)))
+        runner.run(serve(server, host, port, lambda url: print(READY_LINE + url, flush=True)))
     return 0
 
 

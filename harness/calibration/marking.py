@@ -28,4 +28,4 @@ def calibration_server_info() -> dict[str, Any]:
 
 def is_calibration_run(manifest: RunManifest) -> bool:
     """True when the run was made against the calibration endpoint: it measured the client only."""
-    return bool((manifest.server or {}).get("calibration_only"))
+    return manifest.server is not None and manifest.server.calibration_only

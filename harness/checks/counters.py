@@ -23,7 +23,7 @@ import httpx
 import pandas as pd
 
 from harness.errors import ServerError
-from harness.telemetry import sum_series
+from harness.telemetry.metrics import sum_series
 
 # Sample name on /metrics -> field of EngineCounters.
 SERIES = {

@@ -39,7 +39,8 @@ from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
 from harness.driver.runner import RunRequest
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.rundir.reader import load_run
-from harness.sweep import SweepCell, SweepTarget, run_cells
+from harness.sweep.runs import SweepCell, run_cells
+from harness.sweep.servers import SweepTarget
 from harness.systems import SYSTEMS, VLLM_SERVER_MODE, Mode
 from harness.workload import WorkloadSpec, load_specs
 from harness.workload.spec import ClosedLoopArrival

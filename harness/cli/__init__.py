@@ -1,72 +1,36 @@
-"""`batchbench` command line: one module per subcommand, one error boundary here.
+"""`batchbench` command line: each command parses its flags, calls a job, and exits with its result.
 
-Every subcommand module has `add_parser(subparsers)` and `run(args) -> int`.
-Bad input exits 2 with one line on stderr; a server fault exits 1; no tracebacks.
+The commands that drive load (LOAD_COMMANDS) patch the process for gevent before
+anything else is imported; every other command, and importing this package, patches
+nothing. The parser is in `harness.cli.commands`, one module per subcommand beside it.
 """
 
 from __future__ import annotations
 
-# Locust's load users run on gevent; patch before anything imports ssl or sockets.
-from gevent import monkey
+import sys
+from collections.abc import Sequence
 
-monkey.patch_all()
-
-import argparse  # noqa: E402
-import sys  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from typing import NoReturn  # noqa: E402
-
-from harness.cli import (  # noqa: E402
-    analyze,
-    calibration,
-    gate,
-    gpu_check,
-    nightly,
-    predict,
-    prepare_model,
-    reproduce,
-    run,
-    serve,
-    sweep_rates,
-    worker,
-)
-from harness.cli.options import check_options  # noqa: E402
-from harness.cli.progress import show_progress  # noqa: E402
-from harness.driver.interrupts import interrupt_main_on_signals  # noqa: E402
-from harness.errors import EXIT_INTERRUPTED, BatchBenchError, UsageError  # noqa: E402
-
-COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, sweep_rates, gate, nightly, predict, calibration,
-            gpu_check)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming what is wrong, exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="batchbench", description=__doc__.splitlines()[0])
-    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
-    for command in COMMANDS:
-        command.add_parser(subparsers)
-    return parser
+# Commands whose process runs Locust's users (gevent): the load commands and the jobs made of runs.
+LOAD_COMMANDS = frozenset({"run", "worker", "reproduce", "sweep-rates", "nightly", "gpu-check"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `batchbench` console script."""
-    # Ctrl-C and SIGTERM (kill, a CI timeout) unwind the main greenlet, so launched servers
-    # are stopped and records kept.
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if _command_of(arguments) in LOAD_COMMANDS:
+        from harness.driver.gevent_process import patch_for_load
+
+        patch_for_load()
+    # Ctrl-C and SIGTERM (kill, a CI timeout) unwind the command, so launched servers are
+    # stopped and records kept.
+    from harness.driver.interrupts import interrupt_main_on_signals
+
     interrupt_main_on_signals()
-    show_progress()
-    try:
-        args = build_parser().parse_args(argv)
-        check_options(args)
-        return args.handler(args)
-    except BatchBenchError as exc:
-        print(f"batchbench: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("batchbench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    from harness.cli.commands import dispatch
+
+    return dispatch(arguments)
+
+
+def _command_of(arguments: list[str]) -> str | None:
+    """The subcommand named in `arguments`: the top-level parser takes no option but --help."""
+    return next((argument for argument in arguments if not argument.startswith("-")), None)

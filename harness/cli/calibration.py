@@ -1,18 +1,16 @@
 """`batchbench calibration-endpoint`: serve the zero-cost streaming endpoint that calibrates the client.
 
 For measuring the load client's own ceiling only; it never says anything about a server
-(harness.calibration). The endpoint runs on a clean asyncio (uvloop) loop, so this
-command checks its options and then replaces itself with `python -m harness.calibration`:
-this process is patched for gevent, which must not touch the endpoint's sockets.
+(harness.calibration). The endpoint runs on a clean asyncio (uvloop) loop in this
+process, which gevent does not patch (it drives no load).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-from harness.calibration.__main__ import add_arguments
+from harness.calibration.__main__ import add_arguments, serve_until_interrupted
+from harness.calibration.null_stream import NullStreamServer
 
 
 def add_parser(subparsers) -> None:
@@ -25,9 +23,5 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    argv = [sys.executable, "-m", "harness.calibration", "--host", args.host, "--port", str(args.port),
-            "--model", args.model, "--step-interval-s", repr(args.step_interval_s)]
-    if args.tokenizer:
-        argv += ["--tokenizer", args.tokenizer]
-    sys.stdout.flush()
-    os.execv(sys.executable, argv)
+    server = NullStreamServer(args.model, args.tokenizer, args.step_interval_s)
+    return serve_until_interrupted(args.host, args.port, server)

@@ -18,7 +18,7 @@ from harness.gate.rule import BASELINE_NIGHTS, DEFAULT_RULE, METRIC_CHOICES, Gat
 from harness.settings import HISTORY_DEFAULT_HELP, Settings
 
 if TYPE_CHECKING:
-    from harness.gate_publish import GateDestinations
+    from harness.cli.gate_publish import GateDestinations
 
 
 def add_gate_outputs(parser: argparse.ArgumentParser) -> None:
@@ -60,15 +60,15 @@ def add_parser(subparsers) -> None:
 
 def destinations(args: argparse.Namespace, settings: Settings) -> GateDestinations:
     """The files a gate verdict goes to, from the options `add_gate_outputs` defined."""
-    from harness.gate_publish import GateDestinations
+    from harness.cli.gate_publish import GateDestinations
 
     return GateDestinations(args.junit_xml, args.json_file, args.markdown, settings.step_summary)
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.cli.gate_publish import publish
     from harness.gate.baselines import from_directory, from_history
     from harness.gate.compare import gate
-    from harness.gate_publish import publish
     from harness.history import HistoryStore
     from harness.history.from_dir import repetitions_from_dir
 

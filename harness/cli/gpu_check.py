@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.checks.device import check_fits, detect_gpu
     from harness.checks.suite import Plan, run_checks
     from harness.checks.verdict import render_terminal, write_verdict
-    from harness.cli.options import writable_destination
     from harness.driver.runner import require_new_dir
+    from harness.jobs.fields import writable_destination
 
     # Before anything is measured: a vLLM outside the tested releases is refused in one line.
     vllm = probe_vllm(Settings.from_env().server_python)

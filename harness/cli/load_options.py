@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from harness.jobs.fields import WORKERS_HELP
+
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
     """`--workers N`: Locust's master and N load worker processes on this machine (1: one process)."""
     parser.add_argument(
-        "--workers", type=int, default=1,
-        help="load worker processes under a Locust master, on this machine (default 1: one process, no master);"
-        " the plan is split across them (docs/distributed.md)",
-    )
+        "--workers", type=int, default=1, help=f"{WORKERS_HELP} (default 1)")

@@ -34,9 +34,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.cli.gate_publish import publish
     from harness.driver.distributed.shard import cluster_spec
     from harness.driver.runner import require_new_dir
-    from harness.gate_publish import publish
     from harness.history import HistoryStore
     from harness.nightly.changes import require_otava
     from harness.nightly.night import run_night
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.nightly.trend import trend_blocks, trend_title
     from harness.report.render import write_blocks
     from harness.settings import Settings
-    from harness.sweep import check_sweep_workers
+    from harness.sweep.runs import check_sweep_workers
 
     require_otava()  # before any run: the trend at the end needs it
     settings = Settings.from_env()

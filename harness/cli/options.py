@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import tempfile
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -27,69 +23,14 @@ from pydantic import (
     field_validator,
 )
 
-from harness.driver.distributed.wire import parse_address
+from harness.cli.flags import usage_error, values_of
 from harness.errors import UsageError
-from harness.workload.limits import MAX_REQUESTS, Batch, NonNegativeSeconds, Seconds, Share
+from harness.jobs.fields import MAX_REPETITIONS, Address, ExistingDir, OutDir, OutFile, Positive, Workers
+from harness.jobs.rate_sweep import RateSweep
+from harness.jobs.reproduce import Reproduction
+from harness.jobs.run import RunJob
+from harness.workload.limits import Batch, NonNegativeSeconds, Seconds, Share
 from launchers import ServerConfig
-
-MAX_REPETITIONS = 1_000
-# Load worker processes of one run (--workers): far past what one client machine runs.
-MAX_WORKERS = 256
-
-Positive = Annotated[int, Strict(), Field(gt=0)]
-
-
-def writable_destination(path: Path) -> Path:
-    """A path a command may create a directory at: not a file, not under one, in a writable place."""
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} is a file, not a directory")
-    ancestor = path
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ValueError(f"{path} lies under {ancestor}, which is a file")
-    probe = path if path.exists() else ancestor
-    # Try it: permission bits do not bind root, and a read-only or special file system
-    # refuses whatever they say. The probe directory is removed at once.
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".batchbench-probe-", dir=probe))
-    except OSError as exc:
-        raise ValueError(f"cannot create anything in {probe}: {exc.strerror or exc}") from exc
-    return path
-
-
-OutDir = Annotated[Path, AfterValidator(writable_destination)]
-
-
-def writable_file(path: Path) -> Path:
-    """A file a command may write: not a directory, in a directory it can create or write."""
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a file")
-    writable_destination(path.parent)
-    return path
-
-
-OutFile = Annotated[Path, AfterValidator(writable_file)]
-
-
-def existing_directory(path: str) -> str:
-    """A directory that is there (a tokenizer is read from one; nothing is downloaded)."""
-    if not Path(path).expanduser().is_dir():
-        raise ValueError(f"{path} is not a directory")
-    return path
-
-
-ExistingDir = Annotated[str, AfterValidator(existing_directory)]
-
-
-def network_address(text: str) -> str:
-    """HOST[:PORT] with a host that resolves (harness.driver.distributed.wire.parse_address)."""
-    parse_address(text)
-    return text
-
-
-Address = Annotated[str, AfterValidator(network_address)]
-Workers = Annotated[int, Strict(), Field(gt=0, le=MAX_WORKERS)]
 
 
 class _Options(BaseModel):
@@ -107,42 +48,9 @@ class CalibrationEndpointOptions(_Options):
     tokenizer: ExistingDir | None
 
 
-class RunOptions(_Options):
-    out: OutDir
-    history: OutFile | None
-    tokenizer: ExistingDir | None
-    telemetry_interval_s: Seconds
-    stall_timeout_s: Seconds
-    first_byte_timeout_s: Seconds
-    max_users: Positive = Field(le=MAX_REQUESTS)
-    workers: Workers
-    master_bind: Address | None
-
-
 class WorkerOptions(_Options):
     master: Address
     connect_timeout_s: Seconds
-
-
-class ReproduceOptions(_Options):
-    out: OutDir | None
-    history: OutFile | None
-    tokenizer: ExistingDir | None
-    repetitions: Positive = Field(le=MAX_REPETITIONS)
-    workers: Workers
-
-
-class SweepRatesOptions(_Options):
-    out: OutDir | None
-    tokenizer: ExistingDir | None
-    warmup_s: NonNegativeSeconds
-    measure_s: Seconds = Field(ge=1)
-    saturation_requests: Positive = Field(le=MAX_REQUESTS)
-    slo_ttft_p50_s: Seconds
-    slo_e2e_p99_s: Seconds
-    budget_min: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None
-    extra_rates: Annotated[int, Strict(), Field(ge=0, le=10)]
-    refine_runs: Annotated[int, Strict(), Field(ge=0, le=10)]
 
 
 class AnalyzeOptions(_Options):
@@ -200,10 +108,10 @@ def positive_numbers(flag: str, text: str) -> list[float]:
 OPTIONS: dict[str, tuple[type[BaseModel], ...]] = {
     "serve": (ServerConfig, ServeOptions),
     "calibration-endpoint": (CalibrationEndpointOptions,),
-    "run": (ServerConfig, RunOptions),
+    "run": (ServerConfig, RunJob),
     "worker": (WorkerOptions,),
-    "reproduce": (ServerConfig, ReproduceOptions),
-    "sweep-rates": (ServerConfig, SweepRatesOptions),
+    "reproduce": (ServerConfig, Reproduction),
+    "sweep-rates": (ServerConfig, RateSweep),
     "analyze": (AnalyzeOptions,),
     "gate": (GateOptions,),
     "nightly": (NightlyOptions,),
@@ -211,44 +119,10 @@ OPTIONS: dict[str, tuple[type[BaseModel], ...]] = {
 }
 
 
-# Options whose attribute is not their flag's name (`json` would shadow BaseModel.json).
-FLAGS = {"json_file": "--json", "vllm_args": "--vllm-arg"}
-
-
-def flag_of(name: str) -> str:
-    """The command-line flag of option attribute `name`."""
-    return FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
-def cli_values(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]:
-    """The values of `model`'s fields in `args`, an unset flag leaving a field its default.
-
-    Raises UsageError when a field has no option in `args` (a misspelled field would
-    otherwise go unchecked).
-    """
-    values = vars(args)
-    missing = [name for name in model.model_fields if name not in values]
-    if missing:
-        raise UsageError(f"{args.command}: {model.__name__}.{missing[0]} has no {flag_of(missing[0])} option to check")
-    return {
-        name: values[name] for name, field in model.model_fields.items()
-        if values[name] is not None or field.is_required()
-    }
-
-
 def check_options(args: argparse.Namespace) -> None:
     """Validate the parsed values of `args.command`; UsageError naming the first bad flag."""
     for model in OPTIONS.get(args.command, ()):
         try:
-            model.model_validate(cli_values(model, args))
+            model.model_validate(values_of(model, args))
         except ValidationError as exc:
-            error = exc.errors()[0]
-            message = error["msg"].removeprefix("Value error, ")
-            raise UsageError(f"{flag_of(str(error['loc'][0]))}: {message}{_echo(error)}") from exc
-
-
-def _echo(error: Any) -> str:
-    value = error.get("input")
-    if error["type"] == "value_error" or isinstance(value, Path):
-        return ""
-    return f" (got {value!r})"
+            raise usage_error(exc) from exc

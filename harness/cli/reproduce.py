@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
+from harness.cli.flags import add_model_arguments, model_of
 from harness.cli.history_options import add_history_arguments, history_path
-from harness.cli.load_options import add_workers_argument
 from harness.cli.server_options import add_server_arguments, server_config
 from harness.cli.targets import add_endpoint_arguments, endpoints_of
 from harness.errors import EXIT_INTERRUPTED
-from harness.jobs.reproduce import CPU_WORKLOADS, DEFAULT_REPETITIONS, QUICK_BATCHES, Reproduction, ReproductionResult
-from harness.jobs.stages import default_out
+from harness.jobs.reproduce import Reproduction, ReproductionResult
 
 logger = logging.getLogger(__name__)
 
@@ -26,44 +24,8 @@ EXIT_UNSTABLE = 3
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("reproduce", help="run the continuous vs static vs naive sweep and write the report")
-    parser.add_argument(
-        "--workloads",
-        default=",".join(CPU_WORKLOADS),
-        help="comma-separated workload files or names (default: the CPU sweep)",
-    )
-    parser.add_argument(
-        "--repetitions",
-        type=int,
-        default=DEFAULT_REPETITIONS,
-        help=f"runs per system and workload, interleaved (default {DEFAULT_REPETITIONS}; median and 95%% interval)",
-    )
-    parser.add_argument(
-        "--budget-min",
-        type=float,
-        help="size every workload's plan so that the whole job takes about this many minutes on this machine"
-        " (default: the smallest job whose fastest runs last 20 s and whose plans keep the ratios of the"
-        " full ones; a budget below that is refused)",
-    )
-    parser.add_argument(
-        "--full-size",
-        action="store_true",
-        help="run every workload at its own request count, whatever it costs (the reference report's plans)",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"smoke run: 1 repetition of {QUICK_BATCHES} batches (B requests each) per workload; exit 0 when every"
-        " request completed; the report says it is not a measurement",
-    )
-    parser.add_argument(
-        "--transformers",
-        action="store_true",
-        help="also run Hugging Face's `transformers serve` on every workload, in its two modes: hf-continuous (its"
-        " own continuous batching) and hf-sequential (one request at a time); the report shows them beside vLLM's",
-    )
-    parser.add_argument("--out", type=Path, help="report directory (default: reports/<date>-<host>)")
+    add_model_arguments(parser, Reproduction)
     add_endpoint_arguments(parser)
-    add_workers_argument(parser)
     add_history_arguments(parser)
     add_server_arguments(parser)
     parser.set_defaults(handler=run)
@@ -71,17 +33,9 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.jobs.reproduce import reproduce
-    from harness.workload import load_specs
 
-    # Bad input is refused before the load, report and history code is imported (seconds).
+    job = model_of(Reproduction, args, history=history_path(args))
     server, endpoints = server_config(args), endpoints_of(args)
-    job = Reproduction(
-        tuple(load_specs([name.strip() for name in args.workloads.split(",") if name.strip()])),
-        args.out or default_out(), repetitions=args.repetitions, budget_min=args.budget_min,
-        full_size=args.full_size, quick=args.quick, transformers=args.transformers, workers=args.workers,
-        history=history_path(args),
-    )
-    job.check(endpoints, server)
     return exit_code(reproduce(job, server, endpoints), job)
 
 

@@ -10,5 +10,6 @@ engine's step log), `load` (the live load and its stopping), `tables` (a run's t
 SIGTERM unwind the main greenlet). Distributed runs (`--workers`) are in `distributed`.
 Nothing is re-exported here on purpose: importing `user`, `load`, `tables`, `runner`,
 `distributed.cluster` or `distributed.worker` imports Locust, which monkey-patches the
-whole process for gevent; only the `batchbench` CLI, which patches first, should do that.
+whole process for gevent; only a process that drives load, patched first
+(`gevent_process.patch_for_load`, as the `batchbench` load commands do), should do that.
 """

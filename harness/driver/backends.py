@@ -50,10 +50,12 @@ class Backend:
     health_path: str | None = "/health"
     # POST {"model", "prompt"} answering {"count"}; None: the kind has none.
     tokenize_path: str | None = None
-    # Prometheus text with vLLM's metric names (harness.telemetry); None: the kind has none.
+    # Prometheus text with vLLM's metric names (harness.telemetry.metrics); None: the kind has none.
     metrics_path: str | None = None
     # GET answering {"version": ...}, the server's own release; None: the kind has none.
     version_path: str | None = None
+    # GET answering the server's configuration, where it states B (harness.driver.endpoint.stated_max_num_seqs).
+    config_path: str | None = None
 
     def request_body(self, model: str, prompt: str, tokens: int, endpoint: str) -> dict[str, Any]:
         """The streamed request's JSON body for `prompt`, asking for `tokens` output tokens."""
@@ -113,6 +115,8 @@ VLLM = Backend(
     tokenize_path="/tokenize",
     metrics_path="/metrics",
     version_path="/version",
+    # Served only with VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/launchers/api_server/routers.py).
+    config_path="/server_info?config_format=json",
 )
 TRANSFORMERS = Backend(
     name="transformers",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from harness.workload.prompts import TokenizerLike
 from harness.workload.tokenizer_file import file_tokenizer
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,20 @@ class _Version(BaseModel):
     """vLLM's /version answer."""
 
     version: StrictStr
+
+
+class _SchedulerConfig(BaseModel):
+    max_num_seqs: Annotated[int, Strict(), Field(gt=0)]
+
+
+class _VllmConfig(BaseModel):
+    scheduler_config: _SchedulerConfig
+
+
+class _ServerInfo(BaseModel):
+    """The part of vLLM's /server_info?config_format=json answer that states B (other fields ignored)."""
+
+    vllm_config: _VllmConfig
 
 
 class _TokenCount(BaseModel):
@@ -88,6 +104,51 @@ def _server_version(url: str, headers: dict[str, str], backend: Backend) -> str 
         return _Version.model_validate_json(response.content).version if response.status_code == 200 else None
     except (httpx.HTTPError, ValidationError):
         return None
+
+
+def stated_max_num_seqs(url: str, headers: dict[str, str], backend: Backend = VLLM) -> int | None:
+    """B (max_num_seqs) as the server at `url` states it; None where it states none.
+
+    vLLM states its configuration only on `/server_info`, a route it serves only when
+    started with VLLM_SERVER_DEV_MODE=1 (0.30-0.34; no metric, no /v1/models field and
+    no /version field carries max_num_seqs). Elsewhere that route is absent (404) or is
+    not vLLM's: None.
+    """
+    if backend.config_path is None:
+        return None
+    try:
+        # vLLM gathers its environment report on the first call (seconds).
+        response = httpx.get(f"{url.rstrip('/')}{backend.config_path}", headers=headers, timeout=60)
+    except httpx.HTTPError:
+        return None
+    return parse_server_info(response.content) if response.status_code == 200 else None
+
+
+def parse_server_info(content: bytes) -> int | None:
+    """max_num_seqs from vLLM's /server_info JSON answer; None where it does not say it."""
+    try:
+        return _ServerInfo.model_validate_json(content).vllm_config.scheduler_config.max_num_seqs
+    except ValidationError:
+        return None
+
+
+def check_max_num_seqs(info: EndpointInfo, max_num_seqs: int, headers: dict[str, str] | None = None,
+                       backend: Backend = VLLM) -> None:
+    """Hold B, --max-num-seqs, to what an attached server states; call before any load is sent.
+
+    UsageError (one line, exit 2) where the server states another B. Where it states
+    none, B stays the flag's, and a progress line says so.
+    """
+    stated = stated_max_num_seqs(info.base_url, headers or {}, backend)
+    if stated is None:
+        logger.info(f"B not stated by the server at {info.base_url}: taken from --max-num-seqs ({max_num_seqs})")
+    elif stated != max_num_seqs:
+        raise UsageError(
+            f"--max-num-seqs {max_num_seqs} does not match the server at {info.base_url}, which runs"
+            f" max_num_seqs {stated} (its {backend.config_path}): pass --max-num-seqs {stated}"
+        )
+    else:
+        logger.info(f"B = {stated}: stated by the server at {info.base_url} ({backend.config_path})")
 
 
 def _probe_unlisted(url: str, headers: dict[str, str], model: str | None, backend: Backend) -> EndpointInfo:

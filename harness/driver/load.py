@@ -19,7 +19,7 @@ from harness.driver.client_health import ClientMonitor
 from harness.driver.tables import StoppedLoad
 from harness.driver.user import DriverContext, make_user_class
 from harness.rundir.manifest import ClientHealth
-from harness.telemetry import TelemetrySample, TelemetrySampler
+from harness.telemetry.metrics import TelemetrySample, TelemetrySampler
 
 
 class LiveLoad:

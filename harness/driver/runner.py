@@ -32,10 +32,10 @@ from harness.driver.timeouts import Timeouts
 from harness.driver.user import DriverContext
 from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count
 from harness.errors import UsageError
-from harness.gpu_telemetry import GpuSampler, write_gpu_table
-from harness.rundir.manifest import RunCounts, RunManifest, git_sha, harness_version, host_info
+from harness.rundir.manifest import RunCounts, RunManifest, ServerRecord, git_sha, harness_version, host_info
 from harness.rundir.records import MANIFEST_FILE, PLAN_FILE
-from harness.telemetry import TELEMETRY_INTERVAL_S, TelemetrySampler
+from harness.telemetry.gpu import GpuSampler, write_gpu_table
+from harness.telemetry.metrics import TELEMETRY_INTERVAL_S, TelemetrySampler
 from harness.workload import RequestPlan, WorkloadSpec, build_plan, make_prompts
 
 logger = logging.getLogger(__name__)
@@ -180,12 +180,12 @@ def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
     manifest = RunManifest(
         run_id=request.out_dir.name,
         system=request.system,
-        workload=request.spec.model_dump(mode="json"),
+        workload=request.spec,
         plan_sha256=plan.sha256(),
         batch_size=request.batch_size,
         endpoint=request.endpoint.base_url,
         model=request.endpoint.model,
-        server=request.server,
+        server=None if request.server is None else ServerRecord.model_validate(request.server),
         server_version=request.endpoint.server_version,
         harness_version=harness_version(),
         git_sha=git_sha(),

@@ -24,7 +24,7 @@ from harness.driver.work import WorkItem
 from harness.rundir.accounting import row_problems
 from harness.rundir.manifest import RunCounts
 from harness.rundir.records import RECORDS_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
-from harness.telemetry import TelemetrySample
+from harness.telemetry.metrics import TelemetrySample
 
 
 @dataclass(frozen=True)

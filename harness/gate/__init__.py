@@ -6,5 +6,5 @@ its options); `statistics` judges a candidate's repetitions against a baseline's
 `compare` judges every configuration of a candidate; `baselines` picks each one's baseline
 sample, from pinned repetitions or from the HistoryStore it is handed; `output` formats the
 verdict. Nothing here opens a file: the candidate comes from harness.history.from_dir,
-and harness.gate_publish writes the verdict out.
+and harness.cli.gate_publish writes the verdict out.
 """

@@ -5,7 +5,7 @@ servers to run on, runs, and returns what happened; the CLI parses flags into th
 settings, calls the job and maps its result to an exit code (harness.cli). What every job
 shares, where its output goes and how a report written before its end is labelled, is in
 `harness.jobs.stages`; who a job runs against, launched or attached, in
-`harness.sweep.run_targets` (from `launchers.ServerConfig` and `launchers.Endpoints`).
+`harness.sweep.servers.run_targets` (from `launchers.ServerConfig` and `launchers.Endpoints`).
 
 - `reproduce`: the continuous vs static vs naive sweep and its report.
 - `rate_sweep`: latency against offered rate per system, its knees and held rates.

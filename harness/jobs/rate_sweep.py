@@ -16,12 +16,23 @@ import math
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Annotated, cast
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator
 
 from harness.errors import ServerError, UsageError
-from harness.jobs.stages import Interruption
-from harness.rate_sweep.defaults import DEFAULT_FRACTIONS, EXTRA_RATES, MEASURE_S, REFINE_RUNS, WARMUP_S
+from harness.jobs.fields import BudgetMinutes, OutDir, Positive
+from harness.jobs.stages import Interruption, default_out
+from harness.rate_sweep.defaults import (
+    DEFAULT_FRACTIONS,
+    EXTRA_RATE_FACTOR,
+    EXTRA_RATES,
+    MEASURE_S,
+    REFINE_RUNS,
+    WARMUP_S,
+)
 from harness.systems import SERVER_MODE, HfMode, Mode, SystemName
+from harness.workload.limits import MAX_REQUESTS, NonNegativeSeconds, Seconds
 from launchers import Endpoints, ServerConfig
 
 if TYPE_CHECKING:
@@ -30,7 +41,8 @@ if TYPE_CHECKING:
     from harness.budget import JobClock, JobPlan
     from harness.rate_sweep.measure import SweepMeasurements
     from harness.rate_sweep.schedule import RateSchedule
-    from harness.sweep import SweepCell, SweepTarget
+    from harness.sweep.runs import SweepCell
+    from harness.sweep.servers import SweepTarget
     from harness.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
@@ -47,24 +59,59 @@ DEFAULT_SLO_E2E_P99_S = 10.0
 REPORT_S = 5.0
 
 
-@dataclass(frozen=True)
-class RateSweep:
-    """What one rate sweep runs; `check` refuses what cannot be run against a server."""
+def _positive_numbers(values: tuple[float, ...]) -> tuple[float, ...]:
+    if not values or not all(math.isfinite(value) and value > 0 for value in values):
+        raise ValueError(f"every value must be a positive number, got {','.join(f'{v:g}' for v in values)!r}")
+    return values
 
-    spec: WorkloadSpec
-    out: Path
-    # Offered rates as fractions of continuous's saturation rate, unless `rates` (requests/s) are given.
-    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
-    rates: tuple[float, ...] | None = None
-    warmup_s: float = WARMUP_S
-    measure_s: float = MEASURE_S
-    # Fit the sweep in about this many minutes: the measured seconds per run are set to fill it.
-    budget_min: float | None = None
-    extra_rates: int = EXTRA_RATES
-    refine_runs: int = REFINE_RUNS
-    saturation_requests: int = SATURATION_REQUESTS
-    slo_ttft_p50_s: float = DEFAULT_SLO_TTFT_P50_S
-    slo_e2e_p99_s: float = DEFAULT_SLO_E2E_P99_S
+
+PositiveNumbers = Annotated[tuple[float, ...], AfterValidator(_positive_numbers)]
+
+
+class RateSweep(BaseModel):
+    """What one rate sweep runs: its settings, their defaults and ranges (the command's flags come from here)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload: str = Field(DEFAULT_WORKLOAD, description="workload file or name; its arrivals are replaced")
+    fractions: PositiveNumbers = Field(
+        DEFAULT_FRACTIONS, description="offered rates as fractions of continuous's saturation rate"
+    )
+    rates: PositiveNumbers | None = Field(
+        None, description="offered rates in requests/s instead of --fractions (e.g. 4,8,16,32)"
+    )
+    warmup_s: NonNegativeSeconds = Field(WARMUP_S, description="arrivals left out at the start of each run")
+    measure_s: Seconds = Field(
+        MEASURE_S, ge=1, description="measured seconds of arrivals per run; under 20 is noise here"
+    )
+    budget_min: BudgetMinutes | None = Field(
+        None, description="fit the whole sweep in about this many minutes: after the bursts, the measured seconds"
+        " per run are set to fill it (a budget that leaves under 20 s per run is refused)"
+    )
+    extra_rates: Annotated[int, Strict(), Field(ge=0, le=10)] = Field(
+        EXTRA_RATES, description=f"rates added past the grid's top, each {EXTRA_RATE_FACTOR:g}x the last, while a"
+        " system has not yet crossed its knee or SLO; 0: the grid only"
+    )
+    refine_runs: Annotated[int, Strict(), Field(ge=0, le=10)] = Field(
+        REFINE_RUNS, description="runs per system halving the grid step around its held rate, then its knee; 0: none"
+    )
+    saturation_requests: Positive = Field(
+        SATURATION_REQUESTS, le=MAX_REQUESTS, description="requests in each system's saturation burst"
+    )
+    slo_ttft_p50_s: Seconds = Field(DEFAULT_SLO_TTFT_P50_S, description="SLO: median time to first token, seconds")
+    slo_e2e_p99_s: Seconds = Field(
+        DEFAULT_SLO_E2E_P99_S, description="SLO: 99th percentile end-to-end latency, seconds"
+    )
+    out: OutDir | None = Field(None, description="report directory (default: reports/rates-<date>-<host>)")
+    analyze: Path | None = Field(
+        None, description="run nothing: rewrite the report of the sweep in DIR from its runs (e.g. under another SLO)",
+        json_schema_extra={"metavar": "DIR"},
+    )
+
+    @field_validator("rates")
+    @classmethod
+    def _ascending(cls, rates: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        return None if rates is None else tuple(sorted(set(rates)))
 
     def check(self, server: ServerConfig) -> None:
         """Refuse a burst smaller than one batch of `server`."""
@@ -84,7 +131,23 @@ class RateSweepResult:
 
 
 def sweep_rates(job: RateSweep, server: ServerConfig, endpoints: Endpoints) -> RateSweepResult:
-    """Run the sweep on `server` (launched) or `endpoints` and write its report into `job.out`."""
+    """Run the sweep on `server` (launched) or `endpoints` and write its report into `job.out`
+    (or, with `job.analyze`, only rewrite that earlier sweep's report).
+
+    Refuses what cannot be run (UsageError) before a server starts. Drives load: the
+    process must be patched first (harness.driver.gevent_process.patch_for_load).
+    """
+    from harness.driver.gevent_process import require_patched
+    from harness.workload import load_spec
+
+    if job.analyze is not None:
+        return RateSweepResult(reanalyze(job.analyze, job.slo_ttft_p50_s, job.slo_e2e_p99_s), None, 0)
+    require_patched("harness.jobs.sweep_rates")
+    # Bad input is refused before the load and analysis code is imported (seconds).
+    spec = load_spec(job.workload)
+    job.check(server)
+    out = job.out or default_out("rates-")
+
     from harness.budget import JobClock
     from harness.driver.runner import require_new_dir
     from harness.rate_sweep.curve import SloSeconds
@@ -92,25 +155,26 @@ def sweep_rates(job: RateSweep, server: ServerConfig, endpoints: Endpoints) -> R
     from harness.rate_sweep.measure import SweepMeasurements
     from harness.rate_sweep.result import ScheduleSettings
     from harness.rate_sweep.schedule import FELL_BEHIND_RUNS, RateSchedule
-    from harness.sweep import SweepCell, iter_runs, run_targets
+    from harness.sweep.runs import SweepCell, iter_runs
+    from harness.sweep.servers import run_targets
 
-    require_new_dir(job.out, "report directory")
+    require_new_dir(out, "report directory")
     began = time.monotonic()
     slo = SloSeconds(job.slo_ttft_p50_s, job.slo_e2e_p99_s)
-    runs_dir = job.out / "runs"
+    runs_dir = out / "runs"
     interruption = Interruption()
     with contextlib.ExitStack() as stack:
-        targets = run_targets(server, job.out, stack, endpoints)
+        targets = run_targets(server, out, stack, endpoints)
         systems = [system for system in RATE_SYSTEMS if SERVER_MODE[system] in targets]
         static_wait = server.batch_wait_s if "static" in targets and targets["static"].server else None
         measure_s = job.measure_s
-        measured = SweepMeasurements(job.spec.name, server.max_num_seqs, slo, job.warmup_s, measure_s, static_wait,
+        measured = SweepMeasurements(spec.name, server.max_num_seqs, slo, job.warmup_s, measure_s, static_wait,
                                      ScheduleSettings(fell_behind_runs=FELL_BEHIND_RUNS, extra_rates=job.extra_rates,
                                                       refine_runs=job.refine_runs))
         clock = JobClock(None, len(systems))
         with interruption.catch(lambda: f"STOPPED by Ctrl-C after {len(clock.finished_s)} of {clock.total_runs}"
                                         " runs; only finished runs are shown"):
-            bursts = [SweepCell(system, burst_spec(job.spec, job.saturation_requests), targets[SERVER_MODE[system]])
+            bursts = [SweepCell(system, burst_spec(spec, job.saturation_requests), targets[SERVER_MODE[system]])
                       for system in systems]
             for burst in iter_runs(bursts, runs_dir, 1, note=clock.note):
                 measured.add_burst(burst.path)
@@ -123,16 +187,16 @@ def sweep_rates(job: RateSweep, server: ServerConfig, endpoints: Endpoints) -> R
                 expected = [(rate, measured.saturation(system)) for system, rate in schedule.left()]
                 measure_s = _measure_for_budget(job.budget_min, time.monotonic() - began, expected, job.warmup_s)
                 measured.measure_s = measure_s
-            _run_rates(schedule, RateRuns(job.spec, job.warmup_s, measure_s, targets, runs_dir), bursts, clock,
-                       measured, job.out)
+            _run_rates(schedule, RateRuns(spec, job.warmup_s, measure_s, targets, runs_dir), bursts, clock,
+                       measured, out)
     if interruption.stopped is not None and not measured.points:
         return RateSweepResult(None, interruption.stopped, 0)
-    markdown, page, _ = measured.write(job.out, interruption.stopped)
+    markdown, page, _ = measured.write(out, interruption.stopped)
     return RateSweepResult((markdown, page), interruption.stopped, sum(point.failed for point in measured.points))
 
 
-def reanalyze(directory: Path, slo_ttft_p50_s: float, slo_e2e_p99_s: float) -> Path:
-    """Rewrite the report of an earlier sweep in `directory` from its runs, under this SLO; its report.html."""
+def reanalyze(directory: Path, slo_ttft_p50_s: float, slo_e2e_p99_s: float) -> tuple[Path, Path]:
+    """Rewrite the report of an earlier sweep in `directory` from its runs, under this SLO; (report.md, report.html)."""
     import json
 
     from harness.rate_sweep.curve import SloSeconds
@@ -154,8 +218,8 @@ def reanalyze(directory: Path, slo_ttft_p50_s: float, slo_e2e_p99_s: float) -> P
                                  measure_s, static_wait, schedule)
     for path in find_run_dirs([directory / "runs"]):
         measured.add_run(path)
-    _, page, _ = measured.write(directory, earlier.get("stage"))
-    return page
+    markdown, page, _ = measured.write(directory, earlier.get("stage"))
+    return markdown, page
 
 
 @dataclass(frozen=True)
@@ -170,7 +234,7 @@ class RateRuns:
 
     def cell(self, system: str, rate: float) -> SweepCell:
         from harness.rate_sweep.grid import rate_spec
-        from harness.sweep import SweepCell
+        from harness.sweep.runs import SweepCell
 
         return SweepCell(system, rate_spec(self.spec, rate, self.warmup_s, self.measure_s),
                          self.targets[SERVER_MODE[cast(SystemName, system)]])
@@ -182,7 +246,7 @@ def _run_rates(schedule: RateSchedule, runs: RateRuns, bursts: list[SweepCell], 
     each run."""
     from harness.rate_sweep.report import write_rate_report
     from harness.rate_sweep.schedule import FELL_BEHIND_RUNS
-    from harness.sweep import iter_runs
+    from harness.sweep.runs import iter_runs
 
     made: list[tuple[str, float]] = []
     while group := schedule.next_runs():

@@ -3,9 +3,9 @@
 One server start per mode, one after the other, both up for the whole sweep: the
 continuous server hosts the continuous runs and the naive padded waves, the static server
 the static runs, and every repetition runs each workload on all three systems back to
-back. Before the first run a probe of each server (harness.probe) prices this machine's
-steps; the plans are sized from it (harness.budget), and every progress line says where
-the job stands and when it should end. A report is written after every repetition, and
+back. Before the first run a probe of each server (harness.budget.probe) prices this
+machine's steps; the plans are sized from it (harness.budget), and every progress line says
+where the job stands and when it should end. A report is written after every repetition, and
 after Ctrl-C. There is no separate calibration phase: the predictions come from step costs
 fitted on the runs' own engine steps (harness.analysis.step_predict).
 
@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.errors import UsageError
-from harness.jobs.stages import Interruption
+from harness.jobs.fields import MAX_REPETITIONS, WORKERS_HELP, BudgetMinutes, OutDir, Positive, Workers
+from harness.jobs.stages import Interruption, default_out
 from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
 from launchers import Endpoints, ServerConfig
 
 if TYPE_CHECKING:
     from harness.budget import JobPlan
     from harness.report.assemble import AssembledReport
-    from harness.sweep import SweepTarget
+    from harness.sweep.servers import SweepTarget
     from harness.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
@@ -86,36 +88,55 @@ def quick_requests(batch_size: int) -> int:
     return QUICK_BATCHES * batch_size
 
 
-@dataclass(frozen=True)
-class Reproduction:
-    """What one reproduction runs; `check` refuses settings that contradict each other."""
+class Reproduction(BaseModel):
+    """What one reproduction runs: its settings, their defaults and ranges (the command's flags come from here)."""
 
-    specs: tuple[WorkloadSpec, ...]
-    out: Path
-    repetitions: int = DEFAULT_REPETITIONS
-    # Size the plans to fill about this many minutes (None: the smallest faithful plans).
-    budget_min: float | None = None
-    # The workloads' own request counts, whatever they cost.
-    full_size: bool = False
-    # A smoke run: one repetition of quick_requests(B) per workload; stability is not judged.
-    quick: bool = False
-    # Also run `transformers serve` in its two modes.
-    transformers: bool = False
-    # Load worker processes under a Locust master (1: one process).
-    workers: int = 1
-    # The results history the runs are appended to; None: none (--no-history).
-    history: Path | None = None
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workloads: Annotated[tuple[str, ...], Field(min_length=1)] = Field(
+        CPU_WORKLOADS, description="comma-separated workload files or names"
+    )
+    repetitions: Positive = Field(
+        DEFAULT_REPETITIONS, le=MAX_REPETITIONS,
+        description="runs per system and workload, interleaved, for the median and its 95% interval",
+    )
+    budget_min: BudgetMinutes | None = Field(
+        None, description="size every workload's plan so that the whole job takes about this many minutes on this"
+        " machine (default: the smallest job whose fastest runs last 20 s and whose plans keep the ratios of the"
+        " full ones; a budget below that is refused)",
+    )
+    full_size: bool = Field(
+        False, description="run every workload at its own request count, whatever it costs (the reference report's"
+        " plans)",
+    )
+    quick: bool = Field(
+        False, description=f"smoke run: 1 repetition of {QUICK_BATCHES} batches (B requests each) per workload; exit"
+        " 0 when every request completed; the report says it is not a measurement",
+    )
+    transformers: bool = Field(
+        False, description="also run Hugging Face's `transformers serve` on every workload, in its two modes:"
+        " hf-continuous (its own continuous batching) and hf-sequential (one request at a time); the report shows"
+        " them beside vLLM's",
+    )
+    out: OutDir | None = Field(None, description="report directory (default: reports/<date>-<host>)")
+    workers: Workers = Field(1, description=WORKERS_HELP)
+    # The results history the runs are appended to; None: none (the command's --no-history).
+    history: Path | None = Field(None, json_schema_extra={"cli": False})
+
+    @field_validator("workloads")
+    @classmethod
+    def _named(cls, workloads: tuple[str, ...]) -> tuple[str, ...]:
+        named = tuple(name.strip() for name in workloads if name.strip())
+        if not named:
+            raise ValueError("name at least one workload")
+        return named
 
     def check(self, endpoints: Endpoints, server: ServerConfig) -> None:
         """Refuse settings that contradict each other or cannot be met, before anything starts."""
-        if self.repetitions < 1:
-            raise UsageError(f"--repetitions must be at least 1, got {self.repetitions}")
         chosen = [flag for flag, given in (("--budget-min", self.budget_min is not None),
                                            ("--full-size", self.full_size), ("--quick", self.quick)) if given]
         if len(chosen) > 1:
             raise UsageError(f"{' and '.join(chosen)}: choose one way to size the plans")
-        if self.budget_min is not None and not (math.isfinite(self.budget_min) and self.budget_min > 0):
-            raise UsageError(f"--budget-min: must be a positive number of minutes, got {self.budget_min!r}")
         if self.budget_min is not None and endpoints.continuous:
             raise UsageError("--budget-min: sizing needs the engine's step log, which only servers launched here"
                              " have; drop --endpoint or --budget-min")
@@ -148,26 +169,38 @@ class ReproductionResult:
 
 
 def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> ReproductionResult:
-    """Run the reproduction on `server` (launched) or `endpoints`, write its report, append it to the history."""
+    """Run the reproduction on `server` (launched) or `endpoints`, write its report, append it to the history.
+
+    Drives load: the process must be patched first (harness.driver.gevent_process.patch_for_load).
+    """
+    from harness.driver.gevent_process import require_patched
+    from harness.workload import load_specs
+
+    require_patched("harness.jobs.reproduce")
+    # Bad input is refused before the load, report and history code is imported (seconds).
+    job.check(endpoints, server)
+    out = job.out or default_out()
+    specs = load_specs(list(job.workloads))
+
     from harness.budget import JobClock
     from harness.driver.distributed.shard import cluster_spec
     from harness.driver.runner import require_new_dir
     from harness.history import HistoryStore
     from harness.history.record import record
     from harness.report.assemble import JobStage, assemble_report
-    from harness.sweep import SweepCell, check_sweep_workers, iter_runs, run_targets
+    from harness.sweep.runs import SweepCell, check_sweep_workers, iter_runs
+    from harness.sweep.servers import run_targets
 
     began = time.monotonic()
     repetitions = 1 if job.quick else job.repetitions
-    specs = list(job.specs)
     if job.quick:
         quick = quick_requests(server.max_num_seqs)
         specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or quick, quick)}) for spec in specs]
     cluster = cluster_spec(job.workers)
     check_sweep_workers(specs, job.systems, server.max_num_seqs, cluster)
-    require_new_dir(job.out, "report directory")
+    require_new_dir(out, "report directory")
     store = None if job.history is None else HistoryStore(job.history)
-    runs_dir = job.out / "runs"
+    runs_dir = out / "runs"
 
     skipped = []
     if endpoints.continuous and not endpoints.static:
@@ -178,12 +211,12 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     interruption = Interruption()
 
     def write(stage: JobStage | None) -> AssembledReport:
-        return assemble_report(finished, job.out, caveats=[*CAVEATS, *skipped], smoke=job.quick, allow_partial=True,
+        return assemble_report(finished, out, caveats=[*CAVEATS, *skipped], smoke=job.quick, allow_partial=True,
                                stage=stage)
 
     with contextlib.ExitStack() as stack:
-        targets = run_targets(server, job.out, stack, endpoints, hf_modes=HF_MODES if job.transformers else ())
-        specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, job.out / "probe")
+        targets = run_targets(server, out, stack, endpoints, hf_modes=HF_MODES if job.transformers else ())
+        specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, out / "probe")
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in specs for system in job.systems if SERVER_MODE[system] in targets]
         clock = JobClock(plan, len(cells) * repetitions)
@@ -208,7 +241,7 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     # A run with failed requests is this job's own finding: reported (as PARTIAL), and the command exits 1.
     report = write(None)
     if store is not None and not job.quick:
-        record(store, report.assessed, "reproduce", job.out.name)
+        record(store, report.assessed, "reproduce", out.name)
     return ReproductionResult(report, None, len(finished), (time.monotonic() - began) / 60)
 
 
@@ -221,7 +254,7 @@ def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets
     runs rescale them (harness.budget.eta).
     """
     from harness.budget import plan_job, plan_line, size_for_budget
-    from harness.probe import probe_machine
+    from harness.budget.probe import probe_machine
 
     if job.quick:
         return specs, None

@@ -27,7 +27,8 @@ from harness.history.rows import RepetitionRow
 from harness.history.store import HistoryStore
 from harness.nightly.suite import LoadedSuite
 from harness.rundir.manifest import untested_vllm
-from harness.sweep import SweepCell, run_cells, run_targets
+from harness.sweep.runs import SweepCell, run_cells
+from harness.sweep.servers import run_targets
 from harness.systems import HF_SERVER_MODE, SERVER_MODE, modes_for
 
 logger = logging.getLogger(__name__)

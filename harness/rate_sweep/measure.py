@@ -19,6 +19,7 @@ from harness.rate_sweep.report import write_rate_report
 from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SweepSettings, cdf_rate, system_result
 from harness.rundir.manifest import untested_vllm
 from harness.rundir.reader import RunData, load_run
+from harness.workload.spec import PoissonArrival
 
 
 class SweepMeasurements:
@@ -61,7 +62,8 @@ class SweepMeasurements:
         return self.saturations.get(system, math.nan)
 
     def _add_point(self, run: RunData) -> RatePoint:
-        rate = float(run.manifest.workload["arrival"]["rate"])
+        arrival = run.manifest.workload.arrival
+        rate = float(arrival.rate) if isinstance(arrival, PoissonArrival) else float("nan")
         point = measure_point(run.manifest.system, rate, run.records, run.tokens, run.steps, self.warmup_s)
         self.points.append(point)
         self._runs[(point.system, rate)] = run

@@ -209,10 +209,7 @@ def paper_predictions(manifests: Sequence[RunManifest]) -> tuple[PaperPrediction
     for manifest in manifests:
         if setup_for_profile(manifest.model) is not setup:
             continue
-        try:
-            spec = WorkloadSpec.model_validate(manifest.workload)
-        except ValidationError:
-            continue
+        spec = manifest.workload
         if spec.arrival.kind == "burst":
             specs.setdefault(spec.name, spec)
     predictions: list[PaperPrediction] = []
@@ -232,8 +229,8 @@ def run_metadata(manifests: Sequence[RunManifest]) -> dict[str, Any]:
         "models": unique(m.model for m in manifests),
         "vllm_versions": unique(_vllm_version(m) for m in manifests),
         "servers": unique(_server(m) for m in manifests),
-        "static_admission": unique(_static_admission(m.server.get("batch_wait_s")) for m in manifests
-                                   if m.server and m.server.get("mode") == "static"),
+        "static_admission": unique(_static_admission(m.server.batch_wait_s) for m in manifests
+                                   if m.server and m.server.mode == "static"),
         "harness_versions": unique(m.harness_version for m in manifests),
         "git_shas": unique(m.git_sha or "unknown" for m in manifests),
     }
@@ -244,7 +241,7 @@ def _vllm_version(manifest: RunManifest) -> str:
         if manifest.server_version:
             return f"{manifest.server_version} (external server, as its /version says)"
         return "unknown (external server)"
-    return str(manifest.server.get("vllm_version", "unknown"))
+    return manifest.server.vllm_version or "unknown"
 
 
 def _server(manifest: RunManifest) -> str:

@@ -70,7 +70,7 @@ def _our_setup(runs: Sequence[ReportRun]) -> str:
     manifests = [r.data.manifest for r in runs if is_cap(r.entry.level)]
     if not manifests:
         return "no cap-level runs"
-    workloads = unique(_describe_workload(m.workload) for m in manifests)
+    workloads = unique(_describe_workload(m.workload.model_dump(mode="json")) for m in manifests)
     models = ", ".join(unique(m.model for m in manifests))
     cpus = ", ".join(unique(f"{m.host.cpu} ({m.host.cores} cores)" for m in manifests))
     caps = "/".join(str(c) for c in sorted({r.entry.level for r in runs if is_cap(r.entry.level)}))
@@ -111,7 +111,7 @@ def _widest(caps: pd.DataFrame, column: str) -> str:
 
 def _seed_measured(runs: Sequence[ReportRun]) -> str:
     for run in runs:
-        output = run.data.manifest.workload.get("output_tokens") or {}
+        output = run.data.manifest.workload.output_tokens.model_dump()
         if run.entry.system == "static" and set(output.get("values") or ()) == set(SEED_OUTPUTS):
             return (f"{run.entry.metrics.useful_slot_time_fraction:.0%} of slot-time useful "
                     f"({run.data.manifest.run_id}, B={run.data.manifest.batch_size})")

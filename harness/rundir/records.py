@@ -12,7 +12,7 @@ it; telemetry uses the same clock, so the tables line up.
   inside vLLM by launchers.step_recorder; only for servers the harness launched.
   Its times are the engine process's `time.time()`: the same clock on one machine.
 - `gpu.parquet`: one row per GPU per NVML sample during the run (GPU_SCHEMA), taken by
-  harness.gpu_telemetry; only when the server runs on a machine with an NVIDIA GPU and
+  harness.telemetry.gpu; only when the server runs on a machine with an NVIDIA GPU and
   its driver (the manifest's `gpu_telemetry` says why there is none otherwise).
 """
 

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.energy import ENERGY_COUNTER, INTEGRATED_POWER, gpu_metrics
-from harness.gpu_telemetry import GPU_COLUMNS, NVML_ERROR_NOT_SUPPORTED, GpuSampler, write_gpu_table
 from harness.rundir.records import GPU_FILE
+from harness.telemetry.gpu import GPU_COLUMNS, NVML_ERROR_NOT_SUPPORTED, GpuSampler, write_gpu_table
 
 GIB = 2**30
 GPU_IS_LOST = 15

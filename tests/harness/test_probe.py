@@ -21,9 +21,10 @@ from pathlib import Path
 
 from harness.budget import plan_job
 from harness.driver.endpoint import load_tokenizer, probe_endpoint
-from harness.probe import probe_machine
+from harness.budget.probe import probe_machine
 from harness.rundir.reader import load_run
-from harness.sweep import SweepCell, SweepTarget, iter_runs
+from harness.sweep.runs import SweepCell, iter_runs
+from harness.sweep.servers import SweepTarget
 from harness.workload import load_spec
 
 url, server, out = sys.argv[1], json.loads(sys.argv[2]), Path(sys.argv[3])

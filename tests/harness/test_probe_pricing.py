@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.speed import machine_speed
+from harness.budget.probe import REFERENCE_SUMMARY, packaged_reference, reference_pricing_of, reference_step_costs
 from harness.paper.step_cost import LinearStepCost
-from harness.probe import REFERENCE_SUMMARY, packaged_reference, reference_pricing_of, reference_step_costs
 
 ROOT = Path(__file__).resolve().parents[2]
 # What our launcher records of the CPU default's server (a run manifest's `server`).
@@ -26,8 +26,9 @@ CPU_DEFAULT = {"model": "tiny", "vllm_version": "0.32.0", "max_num_seqs": 16}
 def test_the_packaged_figures_are_the_committed_reference_s():
     committed = reference_pricing_of(json.loads((ROOT / REFERENCE_SUMMARY).read_text()))
     assert packaged_reference() == committed, (
-        "harness/reference_pricing.json is not the committed reference's: write it again with .venv/bin/python -c"
-        " 'import json; from harness.probe import *; open(\"harness/reference_pricing.json\", \"w\").write("
+        "harness/budget/reference_pricing.json is not the committed reference's: write it again with"
+        " .venv/bin/python -c 'import json; from harness.budget.probe import *;"
+        " open(\"harness/budget/reference_pricing.json\", \"w\").write("
         "json.dumps(reference_pricing_of(json.load(open(REFERENCE_SUMMARY))), indent=2) + \"\\n\")'")
 
 
@@ -56,7 +57,7 @@ def test_a_reference_without_step_costs_gives_none():
 
 # Run by an installed harness (not the editable one), from outside the checkout.
 INSTALLED_PROBE = """
-import harness.probe as probe
+import harness.budget.probe as probe
 costs = probe.reference_step_costs({"model": "tiny", "vllm_version": "0.32.0"}, 16)
 print(probe.__file__, sorted(costs or {}))
 """

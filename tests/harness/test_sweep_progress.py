@@ -17,9 +17,10 @@ SWEEP = """
 import sys
 from pathlib import Path
 
-from harness import sweep
+from harness.sweep import runs as sweep
 from harness.cli.progress import show_progress
 from harness.driver.endpoint import EndpointInfo
+from harness.sweep.servers import SweepTarget
 from harness.workload import load_spec
 
 show_progress()
@@ -32,7 +33,7 @@ def execute(request):
 
 
 sweep.execute = execute
-target = sweep.SweepTarget(EndpointInfo("http://127.0.0.1:9", "tiny", None, None), None, 4)
+target = SweepTarget(EndpointInfo("http://127.0.0.1:9", "tiny", None, None), None, 4)
 spec = load_spec("cpu-anyscale-cap32")
 cells = [sweep.SweepCell("continuous", spec, target), sweep.SweepCell("naive", spec, target)]
 if len(sys.argv) > 2:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.rundir.records import TELEMETRY_SCHEMA
-from harness.telemetry import TELEMETRY_COLUMNS, parse_metrics, sum_series
+from harness.telemetry.metrics import TELEMETRY_COLUMNS, parse_metrics, sum_series
 
 EXPOSITION = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from harness.telemetry import TelemetrySampler
+from harness.telemetry.metrics import TelemetrySampler
 
 URL = "http://vllm.test"
 

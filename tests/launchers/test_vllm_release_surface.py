@@ -28,7 +28,7 @@ from vllm.v1.engine.core import EngineCore
 
 from harness.checks.counters import SERIES
 from harness.driver.backends import VLLM
-from harness.telemetry import COUNTERS, GAUGES
+from harness.telemetry.metrics import COUNTERS, GAUGES
 from launchers.models import TINY, prepare_profile, resolve_model
 from launchers.server import SCHEDULER_CLASSES, VllmBuild, build_command
 from launchers.spec import ServerSpec

@@ -45,7 +45,7 @@ from harness.driver.work import WorkItem
 from harness.errors import BatchBenchError, UsageError
 from harness.rundir.manifest import ClientHealth, LoadProcess
 from harness.settings import Settings
-from harness.telemetry import TelemetrySample, TelemetrySampler
+from harness.telemetry.metrics import TelemetrySample, TelemetrySampler
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ import pytest
 from harness.analysis.gap import GapEntry, RunPrediction, check_acceptance, gap_table, predict_for_run, spread_level
 from harness.analysis.metrics import Percentiles, RunMetrics
 from harness.paper.simulate import InterpolatedStepCost
+from harness.workload import load_spec
 from harness.workload.plan import PlannedRequest
 
 NAN_DIST = Percentiles.of([])
@@ -98,9 +99,8 @@ def test_acceptance_passing_predictions_names_the_worst():
 
 
 def test_spread_level_is_the_cap_or_the_name():
-    capped = {"name": "anyscale-cap512", "output_tokens": {"kind": "exponential", "mean": 128, "cap": 512}}
-    assert spread_level(capped) == 512
-    assert spread_level({"name": "seed", "output_tokens": {"kind": "choice", "values": [100, 1000]}}) == "seed"
+    assert spread_level(load_spec("anyscale-cap512")) == 512
+    assert spread_level(load_spec("seed-100-200-300-1000")) == "seed-100-200-300-1000"
 
 
 # Seed example cycled twice, B = 4, 1 ms per step whatever the batch, 10-token prompts.

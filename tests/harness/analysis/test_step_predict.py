@@ -39,8 +39,8 @@ def run(system, cap, steps, server="continuous server 1", rep=1, outputs=(8, 3, 
     plan = {"requests": [{"arrival_s": 0.0, "output_tokens": n, "prompt_tokens": 64} for n in outputs]}
     manifest = SimpleNamespace(
         run_id=f"{system}-cap{cap}-r{rep}", system=system, batch_size=B,
-        workload={"name": f"cap{cap}", "output_tokens": {"cap": cap}},
-        server={"mode": server.split()[0], "pid": server.split()[-1], "started_at": "t0"},
+        workload=SimpleNamespace(name=f"cap{cap}", output_tokens=SimpleNamespace(cap=cap)),
+        server=SimpleNamespace(mode=server.split()[0], pid=server.split()[-1], started_at="t0"),
     )
     return SimpleNamespace(manifest=manifest, steps=steps, plan=plan)
 

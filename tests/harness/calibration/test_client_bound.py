@@ -82,7 +82,7 @@ def test_past_its_ceiling_the_client_says_client_bound_and_suggests_workers(tmp_
     # A run against the calibration endpoint is marked as such, first.
     assert "CALIBRATION RUNS (run)" in text
     manifest = RunManifest.model_validate_json((tmp_path / "run" / MANIFEST_FILE).read_text())
-    assert manifest.server is not None and manifest.server["calibration_only"] is True
+    assert manifest.server is not None and manifest.server.calibration_only is True
 
 
 @pytest.mark.timing

@@ -20,7 +20,7 @@ from harness.checks.rows import (
     skipped_recorder_row,
 )
 from harness.checks.sizes import CPU, GPU
-from harness.telemetry import sum_series
+from harness.telemetry.metrics import sum_series
 from harness.workload import load_specs
 
 EXPOSITION = """# TYPE vllm:iteration_tokens_total histogram

@@ -57,6 +57,8 @@ def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
     out = tmp_path / "run"
     result = run_against(server, workload, out)
     assert result.returncode == 0, result.stderr[-2000:]
+    # vLLM states its B only in dev mode (tests/harness/cli/test_attached_batch_width.py).
+    assert f"B not stated by the server at {server.base_url}: taken from --max-num-seqs (4)" in result.stderr
 
     records = pq.read_table(out / "records.parquet")
     assert records.schema.equals(RECORD_SCHEMA, check_metadata=False)

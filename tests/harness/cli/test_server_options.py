@@ -10,7 +10,7 @@ import sys
 # Run in a child: importing harness.cli gevent-patches the process it runs in.
 SPECS = """
 import json, sys
-from harness.cli import build_parser
+from harness.cli.commands import build_parser
 from harness.cli.server_options import server_spec
 
 commands = {
@@ -70,7 +70,7 @@ def test_every_option_reaches_the_spec():
 
 FLAGS = """
 import json
-from harness.cli import build_parser
+from harness.cli.commands import build_parser
 from harness.cli.options import OPTIONS
 from launchers import ServerConfig
 
@@ -86,7 +86,8 @@ print(json.dumps({
         for command in ("serve", "run", "reproduce")
     },
     "fields": {name: [field.default, field.description] for name, field in ServerConfig.model_fields.items()},
-    "unchecked": {command: [name for model in models for name in model.model_fields if name not in actions[command]]
+    "unchecked": {command: [name for model in models for name, field in model.model_fields.items()
+                            if name not in actions[command] and (field.json_schema_extra or {}).get("cli", True)]
                   for command, models in OPTIONS.items()},
 }))
 """

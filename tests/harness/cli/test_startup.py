@@ -44,3 +44,24 @@ def test_a_bad_workload_is_refused_before_any_heavy_library_loads(tmp_path):
     workload.write_text(BAD_WORKLOAD)
     argv = ["run", "--workload", str(workload), "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o")]
     assert heavy_loaded_by(argv) == (2, [])
+
+
+def patched_after(code: str) -> bool:
+    """In a fresh interpreter: run `code`, then say whether gevent patched the process's sockets."""
+    probe = f"{code}\nfrom gevent import monkey\nprint(monkey.is_module_patched('socket'))\n"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    return result.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_importing_the_cli_and_its_help_patch_nothing():
+    assert not patched_after("import harness.cli, harness.cli.commands")
+    assert not patched_after("from harness.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass")
+
+
+def test_offline_commands_patch_nothing_and_load_commands_patch_first(tmp_path):
+    offline = f"from harness.cli import main\nmain(['analyze', '--out', {str(tmp_path / 'none')!r}])"
+    assert not patched_after(offline)
+    # Refused at once (no such workload), but the process was patched before anything was imported.
+    load = f"from harness.cli import main\nmain(['run', '--workload', 'nope', '--endpoint', 'http://127.0.0.1:9'," \
+           f" '--out', {str(tmp_path / 'o')!r}])"
+    assert patched_after(load)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from harness.cli.gate_publish import GateDestinations, publish
 from harness.gate.compare import BaselineSample, gate
 from harness.gate.output import to_json, to_junit_xml, to_markdown, to_text
 from harness.gate.rule import GateRule
-from harness.gate_publish import GateDestinations, publish
 
 STEADY = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
 

@@ -16,7 +16,6 @@ import pytest
 from harness.analysis.gap import GapEntry, gap_table, predict_for_run
 from harness.analysis.metrics import metrics_for_run
 from harness.errors import UsageError
-from harness.gpu_telemetry import GpuSample, write_gpu_table
 from harness.paper.simulate import InterpolatedStepCost, simulate
 from harness.report import ReportRun, write_report
 from harness.report.document import to_markdown
@@ -24,6 +23,7 @@ from harness.report.gpu import gpu_section
 from harness.rundir.manifest import GpuTelemetry, HostInfo, RunCounts, RunManifest
 from harness.rundir.reader import load_run
 from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
+from harness.telemetry.gpu import GpuSample, write_gpu_table
 
 T0 = 1000.0
 PROMPT = 6
@@ -79,12 +79,12 @@ def write_run(root, name, system, workload, outputs, B, step_cost=STEPS):
 
 
 def cap_workload(cap):
-    return {"name": f"tiny-cap{cap}", "num_requests": 4, "prompt_tokens": {"kind": "fixed", "value": PROMPT},
+    return {"name": f"tiny-cap{cap}", "seed": 0, "num_requests": 4, "prompt_tokens": {"kind": "fixed", "value": PROMPT},
             "output_tokens": {"kind": "exponential", "mean": 128, "cap": cap}, "arrival": {"kind": "burst"},
             "slo": {"ttft_ms": 50}}
 
 
-SEED_WORKLOAD = {"name": "seed", "num_requests": 4, "prompt_tokens": {"kind": "fixed", "value": PROMPT},
+SEED_WORKLOAD = {"name": "seed", "seed": 0, "num_requests": 4, "prompt_tokens": {"kind": "fixed", "value": PROMPT},
                  "output_tokens": {"kind": "choice", "values": [100, 200, 300, 1000]}, "arrival": {"kind": "burst"}}
 # cap 4, B=2: static/naive run [1,4] then [2,4]: 8 steps; continuous r0 -> r2 -> r3 beside r1: 7 steps.
 # cap 8, B=2: static/naive [2,8] then [8,2]: 16 steps; continuous: 10 steps.

@@ -1,4 +1,4 @@
-"""A sweep: many (system, workload) runs against one or more servers.
+"""A sweep's runs: many (system, workload) cells, each run against its server in turn.
 
 A sweep over spread levels is just a list of cells, each a (system, workload, server);
 each run of a cell becomes one run directory named `<system>-<workload>[-rN]` under
@@ -13,80 +13,24 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from harness.driver.backends import TRANSFORMERS, VLLM, Backend, check_distributable
+from harness.driver.backends import TRANSFORMERS, check_distributable
 from harness.driver.distributed.shard import ClusterSpec, check_workers
-from harness.driver.endpoint import EndpointInfo, load_tokenizer, probe_endpoint, warm_up
+from harness.driver.endpoint import warm_up
 from harness.driver.runner import RunRequest, execute
 from harness.driver.runner import logger as run_logger
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.driver.work import DEFAULT_MAX_USERS, user_count
-from harness.systems import HF_SYSTEMS, MODES, HfMode, Mode
+from harness.sweep.servers import SweepTarget
+from harness.systems import HF_SYSTEMS
 from harness.workload import WorkloadSpec, build_plan
-from launchers import start
-from launchers.spec import Endpoints, ServerConfig, ServerSpec
-from launchers.transformers_server import TransformersSpec, start_transformers
 
 logger = logging.getLogger(__name__)
 RUN_INDENT = "    "
 # The runner's periodic line, "k/N done, ...": the lines that carry the job's ETA.
 _PROGRESS_LINE = re.compile(r"^\s*\d+/\d+ done, ")
-
-
-@dataclass(frozen=True)
-class SweepTarget:
-    """The server a group of runs goes to, and what the runs need to talk to it."""
-
-    endpoint: EndpointInfo
-    tokenizer: Any
-    batch_size: int
-    server: dict[str, Any] | None = None
-    headers: dict[str, str] | None = None
-    # The kind of server: how its requests ask for their length and how tokens are counted.
-    backend: Backend = VLLM
-
-
-def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, endpoints: Endpoints | None = None,
-                modes: Sequence[Mode] = MODES, hf_modes: Sequence[HfMode] = ()) -> dict[Mode | HfMode, SweepTarget]:
-    """The one place a job's servers come from: those given as `endpoints`, the others launched here.
-
-    `modes`: the vLLM servers wanted; static is left out when only a continuous endpoint is
-    given. One after the other, not side by side: each start is mostly imports and
-    compilation, and both use every core, so two starts at once take as long as two in turn,
-    and the second misses the compile cache the first fills
-    (docs/validation/job-clock.md#server-start). `hf_modes`: `transformers serve` in those
-    modes too. Every launched server stops when `stack` closes; B is the server's.
-    """
-    endpoints = endpoints or Endpoints()
-    given: dict[Mode, str | None] = {"continuous": endpoints.continuous, "static": endpoints.static}
-    wanted = [mode for mode in modes
-              if not (mode == "static" and endpoints.continuous and not endpoints.static)]
-    targets: dict[Mode | HfMode, SweepTarget] = {}
-    for mode in wanted:
-        server_info, url = None, given[mode]
-        if url is None:
-            launched = stack.enter_context(start(ServerSpec.of(server, mode), log_dir=out / "servers" / mode))
-            url, server_info = launched.base_url, asdict(launched.info)
-        # A launched server serves the model it was given; an endpoint must serve the one named.
-        info = probe_endpoint(url, {}, endpoints.model if given[mode] else None)
-        targets[mode] = SweepTarget(info, load_tokenizer(endpoints.tokenizer, info), server.max_num_seqs, server_info)
-    # One after the other, beside the vLLM servers (an idle server takes no CPU).
-    for hf_mode in hf_modes:
-        targets[hf_mode] = transformers_target(stack, hf_mode, server, out / "servers" / hf_mode, endpoints.tokenizer)
-    return targets
-
-
-def transformers_target(stack: contextlib.ExitStack, mode: HfMode, config: ServerConfig, log_dir: Path,
-                        tokenizer: str | None = None) -> SweepTarget:
-    """Launch `transformers serve` in `mode` on `config`'s model and host, stopped when `stack` closes."""
-    spec = TransformersSpec(mode=mode, model=config.model, host=config.host, startup_timeout_s=config.startup_timeout_s)
-    server = stack.enter_context(start_transformers(spec, log_dir=log_dir))
-    info = probe_endpoint(server.base_url, {}, server.served_model, TRANSFORMERS)
-    return SweepTarget(info, load_tokenizer(tokenizer, info), config.max_num_seqs, asdict(server.info),
-                       backend=TRANSFORMERS)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A short probe of this machine and its servers, before a job's first run: the step costs
-and the per-run overhead that the job's plan is estimated and sized with (harness.budget).
+and the per-run overhead that the job's plan is estimated and sized with (`estimate`, `sizing` beside it).
 
 One small burst per server, on the widest spread of the job's workloads, made as an
 ordinary run into the probe's own directory, then fitted as the report fits its runs
@@ -36,7 +36,7 @@ from harness.systems import VLLM_SERVER_MODE, Mode, SystemName
 from harness.workload import WorkloadSpec, build_plan
 
 if TYPE_CHECKING:
-    from harness.sweep import SweepTarget
+    from harness.sweep.servers import SweepTarget
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def probe_machine(
     The probe's runs go under `out_dir`, apart from the job's runs: they are not measurements.
     """
     # Here, not at the top: the load driver gevent-patches the process that imports it.
-    from harness.sweep import SweepCell, iter_runs
+    from harness.sweep.runs import SweepCell, iter_runs
 
     spec = max(specs, key=lambda workload: max(request.output_tokens for request in build_plan(workload).requests))
     probe = spec.model_copy(update={"name": f"probe-{spec.name}", "num_requests": PROBE_REQUESTS})
@@ -125,8 +125,8 @@ def reference_pricing_of(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def packaged_reference() -> dict[str, Any]:
-    """The reference's figures as shipped in the package (`harness/reference_pricing.json`)."""
-    return dict(json.loads(resources.files("harness").joinpath(REFERENCE_PRICING).read_text(encoding="utf-8")))
+    """The reference's figures as shipped in the package (`harness/budget/reference_pricing.json`)."""
+    return dict(json.loads(resources.files("harness.budget").joinpath(REFERENCE_PRICING).read_text(encoding="utf-8")))
 
 
 def reference_step_costs(server: Mapping[str, Any] | None, batch_size: int,
