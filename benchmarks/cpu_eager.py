@@ -27,9 +27,10 @@ import pandas as pd
 
 from harness.analysis.metrics import metrics_for_run
 from harness.rundir.reader import load_run
+from launchers.spec import DEFAULT_BATCH_SIZE
 
 ROOT = Path(__file__).resolve().parent.parent
-BATCH = 16
+BATCH = DEFAULT_BATCH_SIZE
 ARMS = {"compiled": (), "eager": ("--vllm-arg=--enforce-eager",)}
 
 

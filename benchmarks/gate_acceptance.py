@@ -75,12 +75,13 @@ from harness.history.from_run import repetition_from_run
 from harness.history.rows import RepetitionRow
 from harness.workload import WorkloadSpec, load_specs
 from launchers import ServerSpec, start
+from launchers.spec import DEFAULT_BATCH_SIZE
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.engine_plugins.slow_steps import SCHEDULER_CLS, SLOWDOWN_ENV  # noqa: E402
 
-BATCH = 16
+BATCH = DEFAULT_BATCH_SIZE
 SLOWDOWNS = {"plain": 0.0, "slow10": 0.10, "slow3": 0.03}
 # The plain arm runs twice a round: baseline and the unchanged scenario's candidate.
 ROUND = ("plain", "slow10", "plain", "slow3")

@@ -58,10 +58,10 @@ from harness.rate_sweep.schedule import RateSchedule
 from harness.rundir.reader import find_run_dirs, load_run
 from harness.systems import SystemName
 from harness.workload import WorkloadSpec, build_plan, load_spec
-from launchers.spec import ServerSpec
+from launchers.spec import DEFAULT_BATCH_SIZE, ServerSpec
 
 SYSTEMS = ("continuous", "static")
-BATCH_SIZE = 16
+BATCH_SIZE = DEFAULT_BATCH_SIZE
 # The sweep's own defaults: static's max batch delay is the launcher's.
 STATIC_BATCH_WAIT_S = float(ServerSpec.model_fields["batch_wait_s"].default)
 SLO = SloSeconds(DEFAULT_SLO_TTFT_P50_S, DEFAULT_SLO_E2E_P99_S)

@@ -37,9 +37,10 @@ from harness.driver.runner import RunRequest
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.workload import load_specs
 from launchers import ServerSpec, start
+from launchers.spec import DEFAULT_BATCH_SIZE
 
 ROOT = Path(__file__).resolve().parent.parent
-BATCH = 16
+BATCH = DEFAULT_BATCH_SIZE
 # The CPU build of vLLM runs without async scheduling (launchers.server.VllmBuild).
 EXTRA_ARGS: dict[Arm, tuple[str, ...]] = {"recorded": (), "plain": plain_args(async_scheduling=False)}
 

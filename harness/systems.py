@@ -47,3 +47,6 @@ def modes_for(systems: Iterable[SystemName]) -> list[Mode]:
     """The vLLM server modes `systems` run on, each once, in `MODES` order (transformers' systems need none)."""
     needed = {VLLM_SERVER_MODE[system] for system in systems if system in VLLM_SERVER_MODE}
     return [mode for mode in MODES if mode in needed]
+
+# Arrival kinds (harness.workload.spec) whose requests are sent at planned times whatever the server does.
+OPEN_LOOP_ARRIVALS = ("poisson", "trace")

@@ -30,6 +30,9 @@ from harness.workload.limits import Batch, NonNegativeSeconds, Seconds
 from launchers.layout import LAYOUTS, Layout
 from launchers.vllm_releases import releases_in_words
 
+# B, the batch width of every system, where none is chosen: vLLM's --max-num-seqs. In the
+# harness's code it is `batch_size`; a launcher's config keeps vLLM's name for it.
+DEFAULT_BATCH_SIZE = 16
 
 class ServerConfig(BaseModel):
     """The server parameters a user chooses (command-line flags, a suite's `server:` block)."""
@@ -37,7 +40,7 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = Field("tiny", description="model to serve: tiny, llama-3.1-8b, opt-13b, a directory or a hub id")
-    max_num_seqs: Batch = Field(16, description="B: most sequences in a batch, for every system")
+    max_num_seqs: Batch = Field(DEFAULT_BATCH_SIZE, description="B: most sequences in a batch, for every system")
     host: str = Field("127.0.0.1", description="interface to listen on")
     # A burst's sends span 60-270 ms and reach the engine later still: at 0 its first static batch
     # formed with 1-3 of 16 slots. Counted from the oldest waiting arrival, the delay costs a burst

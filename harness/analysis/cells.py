@@ -34,6 +34,7 @@ from harness.analysis.metrics import RunMetrics
 from harness.analysis.speed import SpeedNormalised
 from harness.analysis.stats import Estimate, median_ci, paired_ratio_ci, unpaired_ratio_ci
 from harness.rundir.reader import RunData
+from harness.systems import OPEN_LOOP_ARRIVALS
 
 HEADLINE_RATIOS = (("continuous", "static"), ("continuous", "naive"))
 
@@ -95,7 +96,7 @@ def assess_run(
         makespan_s=metrics.makespan_s,
         lateness_p99_s=metrics.lateness_s.p99,
         burst=data.manifest.arrival_kind == "burst",
-        open_loop=data.manifest.arrival_kind == "poisson",
+        open_loop=data.manifest.arrival_kind in OPEN_LOOP_ARRIVALS,
         front_end_starved=(
             front_end_starved_share(data.steps, data.records["sent_s"].to_numpy(), data.manifest.batch_size)
             if data.steps is not None else math.nan

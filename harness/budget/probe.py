@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Requests per probe run: with B = 16, three batches' worth, a burst's ramp down included.
-PROBE_REQUESTS = 48
+# Batches of B requests per probe run: three, a burst's ramp down included.
+PROBE_BATCHES = 3
 # Which system probes each server: the one whose steps the server mostly runs.
 PROBE_SYSTEM: dict[Mode, SystemName] = {"continuous": "continuous", "static": "static"}
 # The committed reference reproduction, whose step costs price a job: where they come from,
@@ -69,9 +69,10 @@ def probe_machine(
     from harness.sweep.runs import SweepCell, iter_runs
 
     spec = max(specs, key=lambda workload: max(request.output_tokens for request in build_plan(workload).requests))
-    probe = spec.model_copy(update={"name": f"probe-{spec.name}", "num_requests": PROBE_REQUESTS})
+    requests = PROBE_BATCHES * batch_size
+    probe = spec.model_copy(update={"name": f"probe-{spec.name}", "num_requests": requests})
     cells = [SweepCell(PROBE_SYSTEM[mode], probe, target) for mode, target in targets.items()]
-    logger.info(f"probing this machine: {PROBE_REQUESTS} requests of {spec.name} on each server")
+    logger.info(f"probing this machine: {requests} requests of {spec.name} on each server")
     finished = list(iter_runs(cells, out_dir, repetitions=1))
     costs, overheads, steps = {}, [], {}
     for run in finished:

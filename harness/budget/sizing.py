@@ -116,17 +116,24 @@ def size_for_budget(
     """
     if budget_min is not None and not (math.isfinite(budget_min) and budget_min > 0):
         raise UsageError(f"budget: must be a positive number of minutes, got {budget_min!r}")
+    specs = [_whole_trace(spec) for spec in specs]
     for spec in specs:
         if spec.num_requests is None:
             raise UsageError(f"{spec.name}: sized by duration_s; a budget sizes workloads by num_requests")
     lines = {spec.name: {system: _line(spec, system, machine) for system in systems} for spec in specs}
     # Every plan is also sized for runs of at least min_run_s (sized, estimate_s), so a floor holds the tail alone.
-    floors = {spec.name: _faithful_floor(spec, lines[spec.name], systems, machine, min_run_s, max_ratio_shift)
+    # A trace is replayed whole: its floor is all of it.
+    floors = {spec.name: spec.num_requests if spec.trace is not None and spec.num_requests
+              else _faithful_floor(spec, lines[spec.name], systems, machine, min_run_s, max_ratio_shift)
               for spec in specs}
 
+    def count(spec: WorkloadSpec, seconds: float) -> int:
+        if spec.trace is not None:
+            return floors[spec.name]
+        return max(_count(lines[spec.name], seconds), floors[spec.name])
+
     def sized(seconds: float) -> list[SizedWorkload]:
-        return [_sized(spec, max(_count(lines[spec.name], seconds), floors[spec.name]), lines[spec.name],
-                       systems, machine, min_run_s) for spec in specs]
+        return [_sized(spec, count(spec, seconds), lines[spec.name], systems, machine, min_run_s) for spec in specs]
 
     def job(workloads: Sequence[SizedWorkload]) -> JobPlan:
         return plan_job([workload.spec for workload in workloads], systems, repetitions, machine, before_s, after_s)
@@ -145,8 +152,8 @@ def size_for_budget(
         )
 
     def estimate_s(seconds: float) -> float:
-        runs_s = sum(line.makespan_s(max(_count(by_system, seconds), floors[name])) + machine.run_overhead_s
-                     for name, by_system in lines.items() for line in by_system.values())
+        runs_s = sum(line.makespan_s(count(spec, seconds)) + machine.run_overhead_s
+                     for spec in specs for line in lines[spec.name].values())
         return before_s + after_s + repetitions * runs_s
 
     # The line ignores that runs end on whole steps and waves: shorten until the exact plans fit.
@@ -162,6 +169,13 @@ def size_for_budget(
         if target <= min_run_s:
             break
     return Sizing(tuple(workloads), job(workloads))
+
+
+def _whole_trace(spec: WorkloadSpec) -> WorkloadSpec:
+    """A trace with its request count made explicit (every row of its window): sizing replays it whole."""
+    if spec.trace is None or spec.num_requests is not None:
+        return spec
+    return spec.model_copy(update={"num_requests": len(build_plan(spec).requests)})
 
 
 def _faithful_floor(spec: WorkloadSpec, lines: dict[SystemName, _Line], systems: Sequence[SystemName],

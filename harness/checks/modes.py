@@ -50,17 +50,17 @@ STATIC_BATCH_WAIT_S = 1.0
 REQUEST_TIMEOUT_S = 120.0
 
 
-def member_tokens(batch: int) -> tuple[int, ...]:
-    """The members' planned outputs at batch size `batch`: all short but the last."""
-    return (SHORT_TOKENS,) * (batch - 1) + (LONG_TOKENS,)
+def member_tokens(batch_size: int) -> tuple[int, ...]:
+    """The members' planned outputs at B = `batch_size`: all short but the last."""
+    return (SHORT_TOKENS,) * (batch_size - 1) + (LONG_TOKENS,)
 
 
 def server_spec(
-    mode: Mode, model: str, batch: int, extra_args: tuple[str, ...] = (), async_scheduling: bool | None = None
+    mode: Mode, model: str, batch_size: int, extra_args: tuple[str, ...] = (), async_scheduling: bool | None = None
 ) -> ServerSpec:
-    """The server the scenario needs in `mode` at B = `batch`: in static mode, with a wait for a full batch."""
+    """The server the scenario needs in `mode` at B = `batch_size`: in static mode, with a wait for a full batch."""
     wait = STATIC_BATCH_WAIT_S if mode == "static" else 0.0
-    return ServerSpec(mode=mode, model=model, max_num_seqs=batch, batch_wait_s=wait, vllm_args=extra_args,
+    return ServerSpec(mode=mode, model=model, max_num_seqs=batch_size, batch_wait_s=wait, vllm_args=extra_args,
                       async_scheduling=async_scheduling)
 
 
@@ -101,22 +101,22 @@ class Scenario:
     Requests are numbered by their X-Request-Id suffix: members 0..B-1 (the long one last), the fifth B.
     """
 
-    batch: int
+    batch_size: int
     fifth_sent_s: float
     steps: list[dict[str, Any]]
     completion_tokens: list[int]
 
     @property
     def fifth(self) -> int:
-        return self.batch
+        return self.batch_size
 
     @property
     def long(self) -> int:
-        return self.batch - 1
+        return self.batch_size - 1
 
     @property
     def planned_tokens(self) -> list[int]:
-        return [*member_tokens(self.batch), FIFTH_TOKENS]
+        return [*member_tokens(self.batch_size), FIFTH_TOKENS]
 
     def admitted_at(self, request: int) -> int | None:
         return next((i for i, step in enumerate(self.steps) if request in step["admitted"]), None)
@@ -149,8 +149,8 @@ def common_faults(s: Scenario) -> list[str]:
     faults = []
     if s.completion_tokens != s.planned_tokens:
         faults.append(f"tokens {s.completion_tokens}, planned {s.planned_tokens}")
-    if s.steps and max(step["running"] for step in s.steps) > s.batch:
-        faults.append(f"more than {s.batch} requests ran in one step")
+    if s.steps and max(step["running"] for step in s.steps) > s.batch_size:
+        faults.append(f"more than {s.batch_size} requests ran in one step")
     if any(s.admitted_at(i) is None or s.finished_at(i) is None for i in range(s.fifth + 1)):
         faults.append("a request's admission or finish is missing from the step log")
     return faults
@@ -167,12 +167,12 @@ def static_faults(s: Scenario) -> list[str]:
     assert len(admitted) == fifth + 1 and len(finished) == fifth, "checked by common_faults"
     first, long_end = min(admitted[:fifth]), finished[long]
     if len(set(admitted[:fifth])) != 1:
-        faults.append(f"the {s.batch} members were admitted in steps {sorted(set(admitted[:fifth]))}, not in one")
+        faults.append(f"the {s.batch_size} members were admitted in steps {sorted(set(admitted[:fifth]))}, not in one")
     if not admitted[fifth] > long_end:
         faults.append(f"the fifth was admitted at step {admitted[fifth]}, before the batch drained (step {long_end})")
-    batch = [step["running"] for step in s.steps[first : long_end + 1]]
-    if not (batch and batch[0] == s.batch and batch[-1] == 1 and batch == sorted(batch, reverse=True)):
-        faults.append(f"the batch did not only drain {s.batch} -> 1: running {batch}")
+    running = [step["running"] for step in s.steps[first : long_end + 1]]
+    if not (running and running[0] == s.batch_size and running[-1] == 1 and running == sorted(running, reverse=True)):
+        faults.append(f"the batch did not only drain {s.batch_size} -> 1: running {running}")
     alone = s.steps[max(finished[:long]) + 1 : long_end]
     if not any(step["running"] == 1 and step["waiting"] == 1 for step in alone):
         faults.append("the engine did not hold the fifth waiting while the long member ran alone")
@@ -245,9 +245,9 @@ def run_scenario(server: ServerHandle) -> Scenario:
     assert server.info.step_log is not None, "a launched server records its steps"
     tag = secrets.token_hex(4)
     cursor = StepLogCursor(Path(server.info.step_log))
-    model, batch = server.served_model, server.info.max_num_seqs
-    planned = member_tokens(batch)
-    with httpx.Client(base_url=server.base_url, limits=httpx.Limits(max_connections=batch + 4)) as client:
+    model, batch_size = server.served_model, server.info.max_num_seqs
+    planned = member_tokens(batch_size)
+    with httpx.Client(base_url=server.base_url, limits=httpx.Limits(max_connections=batch_size + 4)) as client:
         members = [Stream() for _ in planned]
         threads = [_start(stream, client, model, f"ba be bi {i}", n, members[i], request_tag(tag, i))
                    for i, n in enumerate(planned)]
@@ -255,19 +255,19 @@ def run_scenario(server: ServerHandle) -> Scenario:
         deadline = time.time() + FIFTH_AFTER_S
         while not all(m.first_token for m in members) and time.time() < deadline:
             time.sleep(0.005)
-        fifth = stream(client, model, "ga ge gi", FIFTH_TOKENS, Stream(), request_tag(tag, batch))
+        fifth = stream(client, model, "ga ge gi", FIFTH_TOKENS, Stream(), request_tag(tag, batch_size))
         for thread in threads:
             thread.join(timeout=REQUEST_TIMEOUT_S)
-    steps = cursor.read_run(tag, expected_finishes=batch + 1).to_pylist()
-    return Scenario(batch, fifth.sent, steps, [m.completion_tokens for m in members] + [fifth.completion_tokens])
+    steps = cursor.read_run(tag, expected_finishes=batch_size + 1).to_pylist()
+    return Scenario(batch_size, fifth.sent, steps, [m.completion_tokens for m in members] + [fifth.completion_tokens])
 
 
 def warm(server: ServerHandle) -> None:
     """A full batch first: the first step of each new batch shape compiles."""
-    batch = server.info.max_num_seqs
-    with httpx.Client(base_url=server.base_url, limits=httpx.Limits(max_connections=batch + 4)) as client:
+    batch_size = server.info.max_num_seqs
+    with httpx.Client(base_url=server.base_url, limits=httpx.Limits(max_connections=batch_size + 4)) as client:
         threads = [_start(stream, client, server.served_model, f"ba be {i}", 8, Stream(), f"warm-{i}")
-                   for i in range(batch)]
+                   for i in range(batch_size)]
         for thread in threads:
             thread.join(timeout=REQUEST_TIMEOUT_S)
 

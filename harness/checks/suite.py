@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -35,12 +35,12 @@ from harness.checks.reproduction import Spread, deviations, spreads
 from harness.checks.servers import start_servers
 from harness.checks.sizes import RECORDER_WORKLOAD, CheckSizes, server_args
 from harness.checks.verdict import CheckRow, Verdict
-from harness.driver.endpoint import load_tokenizer, probe_endpoint, warm_up
+from harness.driver.endpoint import warm_up
 from harness.driver.runner import RunRequest
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.rundir.reader import load_run
 from harness.sweep.runs import SweepCell, run_cells
-from harness.sweep.servers import SweepTarget
+from harness.sweep.servers import SweepTarget, launched_target
 from harness.systems import SYSTEMS, VLLM_SERVER_MODE, Mode
 from harness.workload import WorkloadSpec, load_specs
 from harness.workload.spec import ClosedLoopArrival
@@ -142,9 +142,9 @@ def _spec(sizes: CheckSizes, mode: Mode, extra_args: tuple[str, ...], async_sche
 
 def _target(server: ServerHandle) -> SweepTarget:
     """How runs reach a started server; warmed up, so each run starts on compiled shapes."""
-    endpoint = probe_endpoint(server.base_url, {}, None)
-    warm_up(endpoint, {}, server.info.max_num_seqs, WARM_UP_PROMPT, DEFAULT_STALL_TIMEOUT_S)
-    return SweepTarget(endpoint, load_tokenizer(None, endpoint), server.info.max_num_seqs, asdict(server.info))
+    target = launched_target(server)
+    warm_up(target.endpoint, {}, target.batch_size, WARM_UP_PROMPT, DEFAULT_STALL_TIMEOUT_S)
+    return target
 
 
 def _recorder_pairs(

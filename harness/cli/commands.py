@@ -16,6 +16,7 @@ from harness.cli import (
     calibration,
     gate,
     gpu_check,
+    make_trace,
     nightly,
     predict,
     prepare_model,
@@ -29,8 +30,8 @@ from harness.cli.options import check_options
 from harness.cli.progress import show_progress
 from harness.errors import EXIT_INTERRUPTED, BatchBenchError, UsageError
 
-COMMANDS = (serve, prepare_model, run, worker, analyze, reproduce, sweep_rates, gate, nightly, predict, calibration,
-            gpu_check)
+COMMANDS = (serve, prepare_model, make_trace, run, worker, analyze, reproduce, sweep_rates, gate, nightly, predict,
+            calibration, gpu_check)
 
 
 class _OneLineParser(argparse.ArgumentParser):

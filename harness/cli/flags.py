@@ -5,8 +5,9 @@ come from the field, so a setting is declared once, in the model, and checked by
 rules: `a_b` is `--a-b`; a bool that defaults to False is a switch, one that defaults to
 True is turned off by `--no-a-b`; a tuple is one comma-separated value, or a repeatable flag
 where the field's `json_schema_extra` says `repeatable`; a Literal offers its values as
-choices. That dict may also name a `metavar`, or say `cli: False` to keep a field off the
-command line.
+choices; a bool that defaults to None is `--a-b` or `--no-a-b`, unset leaving the choice to
+the job. That dict may also name the `flag` (another than the field's name) or a
+`metavar`, or say `cli: False` to keep a field off the command line.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from harness.errors import UsageError
 
 M = TypeVar("M", bound=BaseModel)
 
-# Options whose attribute is not their flag's name (`json` would shadow BaseModel.json).
-FLAGS = {"json_file": "--json", "vllm_args": "--vllm-arg"}
+# Options whose attribute is not their flag's name: `json` would shadow BaseModel.json, and
+# B is `batch_size` in code but --max-num-seqs, vLLM's name, on every command.
+FLAGS = {"json_file": "--json", "vllm_args": "--vllm-arg", "batch_size": "--max-num-seqs"}
 
 
 def flag_of(name: str) -> str:
@@ -43,25 +45,32 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
             parser.add_argument(flag, dest=name, **keywords)
 
 
+def flag_of_field(name: str, field: FieldInfo) -> str:
+    """The flag of field `name`: its own `flag`, else the one its name gives (flag_of)."""
+    return str(_extra(field).get("flag") or flag_of(name))
+
+
 def argument_of(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
     """The flag of field `name` and argparse's keywords for it."""
     # argparse %-formats help text.
     description = (field.description or "").replace("%", "%%")
     kind = value_type(field.annotation)
     extra = _extra(field)
+    flag = flag_of_field(name, field)
     metavar = {"metavar": extra["metavar"]} if "metavar" in extra else {}
     if get_origin(kind) is tuple:
         (item,) = {arg for arg in get_args(kind) if arg is not Ellipsis}
         if extra.get("repeatable"):
-            return flag_of(name), {"action": "append", "default": [], "metavar": "ARG",
-                                   "help": f"{description} (repeatable)"}
+            return flag, {"action": "append", "default": [], "metavar": "ARG", "help": f"{description} (repeatable)"}
         shown = ",".join(map(_shown, field.default or ()))
-        return flag_of(name), {"type": _comma_separated(flag_of(name), item), "default": field.default, **metavar,
-                               "help": _with_default(description, field, shown)}
+        return flag, {"type": _comma_separated(flag, item), "default": field.default, **metavar,
+                      "help": _with_default(description, field, shown)}
     if kind is bool:
+        if field.default is None:
+            return flag, {"action": argparse.BooleanOptionalAction, "default": None, "help": description}
         if field.default is True:
             return "--no-" + name.replace("_", "-"), {"action": "store_false", "default": True, "help": description}
-        return flag_of(name), {"action": "store_true", "default": False, "help": description}
+        return flag, {"action": "store_true", "default": False, "help": description}
     keywords: dict[str, Any] = {"default": None if field.is_required() else field.default,
                                 "help": _with_default(description, field), **metavar}
     if field.is_required():
@@ -70,7 +79,7 @@ def argument_of(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
         keywords["choices"] = get_args(kind)
     elif kind in (int, float, Path):
         keywords["type"] = kind
-    return flag_of(name), keywords
+    return flag, keywords
 
 
 def values_of(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]:
@@ -83,7 +92,8 @@ def values_of(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any
     missing = [name for name in model.model_fields if name not in values and _extra(model.model_fields[name])
                .get("cli", True)]
     if missing:
-        raise UsageError(f"{args.command}: {model.__name__}.{missing[0]} has no {flag_of(missing[0])} option to check")
+        flag = flag_of_field(missing[0], model.model_fields[missing[0]])
+        raise UsageError(f"{args.command}: {model.__name__}.{missing[0]} has no {flag} option to check")
     return {
         name: values[name] for name, field in model.model_fields.items()
         if name in values and (values[name] is not None or field.is_required())
@@ -98,14 +108,15 @@ def model_of(model: type[M], args: argparse.Namespace, **given: Any) -> M:
     try:
         return model.model_validate({**values_of(model, args), **given})
     except ValidationError as exc:
-        raise usage_error(exc) from exc
+        raise usage_error(exc, model) from exc
 
 
-def usage_error(exc: ValidationError) -> UsageError:
-    """The first problem of a model's validation, as one line naming its flag."""
+def usage_error(exc: ValidationError, model: type[BaseModel]) -> UsageError:
+    """The first problem of `model`'s validation, as one line naming its flag."""
     error = exc.errors()[0]
     message = error["msg"].removeprefix("Value error, ")
-    where = flag_of(str(error["loc"][0])) if error["loc"] else "options"
+    name = str(error["loc"][0]) if error["loc"] else ""
+    where = flag_of_field(name, model.model_fields[name]) if name in model.model_fields else "options"
     return UsageError(f"{where}: {message}{_echo(error)}")
 
 

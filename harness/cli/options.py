@@ -25,7 +25,9 @@ from pydantic import (
 
 from harness.cli.flags import usage_error, values_of
 from harness.errors import UsageError
-from harness.jobs.fields import MAX_REPETITIONS, Address, ExistingDir, OutDir, OutFile, Positive, Workers
+from harness.jobs.fields import MAX_REPETITIONS, Address, ExistingDir, OutDir, OutFile, Positive
+from harness.jobs.gpu_check import GpuCheck
+from harness.jobs.night import Night
 from harness.jobs.rate_sweep import RateSweep
 from harness.jobs.reproduce import Reproduction
 from harness.jobs.run import RunJob
@@ -81,11 +83,6 @@ class GateOptions(GateOutputs):
         return margin
 
 
-class NightlyOptions(GateOutputs):
-    out: OutDir | None
-    workers: Workers
-
-
 class PredictOptions(_Options):
     batch_size: Batch | None
     batch_wait_s: NonNegativeSeconds
@@ -114,8 +111,9 @@ OPTIONS: dict[str, tuple[type[BaseModel], ...]] = {
     "sweep-rates": (ServerConfig, RateSweep),
     "analyze": (AnalyzeOptions,),
     "gate": (GateOptions,),
-    "nightly": (NightlyOptions,),
+    "nightly": (Night, GateOutputs),
     "predict": (PredictOptions,),
+    "gpu-check": (GpuCheck,),
 }
 
 
@@ -125,4 +123,4 @@ def check_options(args: argparse.Namespace) -> None:
         try:
             model.model_validate(values_of(model, args))
         except ValidationError as exc:
-            raise usage_error(exc) from exc
+            raise usage_error(exc, model) from exc

@@ -34,9 +34,11 @@ def add_parser(subparsers) -> None:
         help="comma-separated workload files or names; each a burst, or with --rates each with Poisson arrivals"
     )
     parser.add_argument(
-        "--batch-size", type=int, default=None,
+        "--max-num-seqs", dest="batch_size", type=int, default=None,
         help="B of the static and naive systems (default: the published one per workload, else the setup's)",
     )
+    # The flag's name before B had one name on every command, kept for scripts.
+    parser.add_argument("--batch-size", dest="batch_size", type=int, help=argparse.SUPPRESS)
     parser.add_argument(
         "--sensitivity", action="store_true",
         help="also print continuous tok/s with each constant at -20%% and +20%%",

@@ -71,6 +71,9 @@ class Dispatcher:
         self._wave_in_flight: dict[int, int] = {}
         self._wave_done = Event()
         self._wave_done.set()
+        # When each wave could go out (its predecessor done): a trace's wave is due at the later
+        # of that and its last member's arrival, so its lateness is the client's alone.
+        self._wave_opened: dict[int, float] = {}
         self.handed_out: set[int] = set()
         self.completed = 0
         # Closed-loop items the duration made unnecessary, by request_id.
@@ -108,16 +111,18 @@ class Dispatcher:
             if item.wave != NO_WAVE:
                 self._wave_done.clear()
                 self._wave_in_flight[item.wave] = self._wave_in_flight.get(item.wave, 0) + 1
+                self._wave_opened.setdefault(item.wave, self._clock())
             self._in_flight += 1
             self.handed_out.add(item.request_id)
             return item
 
     def scheduled_s(self, item: WorkItem) -> float | None:
-        """Absolute send time the plan asks for (None in a closed loop or for waves)."""
+        """Absolute send time the plan asks for (None in a closed loop, and for waves but on a trace)."""
         if item.arrival_s is None:
             return None
         assert self.start_s is not None, "scheduled_s before open()"
-        return self.start_s + item.arrival_s
+        due = self.start_s + item.arrival_s
+        return max(due, self._wave_opened[item.wave]) if item.wave in self._wave_opened else due
 
     def wait_for_schedule(self, item: WorkItem) -> None:
         """Sleep until the item's planned send time (no-op if it is due or unscheduled)."""

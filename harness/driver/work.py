@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -31,6 +32,11 @@ class WorkItem:
     wave: int
     # Offset from the run start at which to send; None: as soon as a user is free.
     arrival_s: float | None
+    # A trace's request: its row and optional columns, carried into its record (-1 and "" elsewhere).
+    trace_row: int = -1
+    session: str = ""
+    hash_ids: str = ""
+    label: str = ""
 
 
 def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_size: int) -> list[WorkItem]:
@@ -38,12 +44,15 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
 
     For `naive` (padded static batching, the Anyscale HF baseline) consecutive requests
     form waves of `batch_size`; every row of a wave asks for the wave's longest output,
-    as a padded batch generates until its longest row is done. Waves are sent whole
-    (all at the wave's start), so per-request arrival times do not apply.
+    as a padded batch generates until its longest row is done. Waves are sent whole, each
+    once the previous one has finished; on a trace a wave also waits for its last member
+    to arrive (a batch cannot hold a request that has not come), in arrival order.
+    Elsewhere per-request arrival times do not apply to waves.
     """
     if len(prompts) != len(plan.requests):
         raise ValueError(f"{len(prompts)} prompts for {len(plan.requests)} planned requests")
     requested = requested_outputs(plan, system, batch_size)
+    wave_arrivals = _wave_arrivals(plan, batch_size)
     items = []
     for request, prompt, asked in zip(plan.requests, prompts, requested, strict=True):
         naive = system == "naive"
@@ -55,10 +64,22 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
                 planned_output_tokens=request.output_tokens,
                 requested_output_tokens=asked,
                 wave=request.index // batch_size if naive else NO_WAVE,
-                arrival_s=None if naive else request.arrival_s,
+                arrival_s=wave_arrivals[request.index // batch_size] if naive else request.arrival_s,
+                trace_row=-1 if request.trace_row is None else request.trace_row,
+                session=request.session or "",
+                hash_ids=request.hash_ids or "",
+                label=request.label or "",
             )
         )
     return items
+
+
+def _wave_arrivals(plan: RequestPlan, batch_size: int) -> list[float | None]:
+    """When each naive wave may be sent: on a trace, when its last member arrives; else at once."""
+    waves = math.ceil(len(plan.requests) / batch_size)
+    if plan.arrival != "trace":
+        return [None] * waves
+    return [plan.requests[min((wave + 1) * batch_size, len(plan.requests)) - 1].arrival_s for wave in range(waves)]
 
 
 def requested_outputs(plan: RequestPlan, system: str, batch_size: int) -> list[int]:

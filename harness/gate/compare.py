@@ -33,6 +33,7 @@ from harness.analysis.stats import Estimate, median_ci
 from harness.gate.rule import LOWER_IS_BETTER, GateRule, MetricChoice
 from harness.gate.statistics import Outcome, Verdict, between_night_noise, decide
 from harness.history.rows import RepetitionRow
+from harness.systems import OPEN_LOOP_ARRIVALS
 
 EXIT_CODES: dict[Outcome, int] = {"pass": 0, "regression": 1, "inconclusive": 3}
 
@@ -104,7 +105,7 @@ def choose_metric(requested: MetricChoice, rows: Sequence[RepetitionRow]) -> str
     speed when every row has it), else the engine's total tok/s when every row has one, else the client's."""
     if requested != "auto":
         return requested
-    if rows and rows[0].arrival == "poisson":
+    if rows and rows[0].arrival in OPEN_LOOP_ARRIVALS:
         return "e2e_p50_at_one_speed_s" if all(_value(row, "e2e_p50_at_one_speed_s") for row in rows) else "e2e_p50_s"
     return "engine_total_tok_s" if rows and all(_value(row, "engine_total_tok_s") for row in rows) else "total_tok_s"
 

@@ -305,8 +305,8 @@ def _grid(saturation: float, fractions: tuple[float, ...]) -> list[float]:
 
 def _measure_for_budget(budget_min: float, spent_s: float, runs: list[tuple[float, float]], warmup_s: float) -> float:
     """The measured seconds per run that fill what is left of the budget; UsageError under 20 s."""
+    from harness.rate_sweep.defaults import TRUSTED_MEASURE_S
     from harness.rate_sweep.grid import expected_run_s, measure_for_budget
-    from harness.rate_sweep.report import TRUSTED_MEASURE_S
 
     measure_s = measure_for_budget(budget_min * 60 - spent_s - REPORT_S, runs, warmup_s)
     if measure_s < TRUSTED_MEASURE_S:

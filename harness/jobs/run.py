@@ -7,7 +7,7 @@ exact) and appended to the results history; what it found comes back as a `RunRe
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -26,7 +26,6 @@ from launchers import ServerConfig
 if TYPE_CHECKING:
     from harness.driver.backends import Backend
     from harness.driver.runner import RunOutcome
-    from launchers.handle import ServerProcess
 
 LAUNCH_HELP = f"start a server in this mode: vLLM {', '.join(MODES)}; `transformers serve` {', '.join(HF_MODES)}"
 
@@ -137,6 +136,7 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
     from harness.driver.work import check_fits, user_count
     from harness.history import HistoryStore
     from harness.history.record import record
+    from harness.sweep.servers import run_targets
 
     # Checked before a server is started, not only when the run begins.
     require_new_dir(job.out)
@@ -148,15 +148,16 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
         check_distributable(backend)
     with contextlib.ExitStack() as stack:
         server_info = None
-        model: str | None
         if job.launch:
-            launched = stack.enter_context(_launch(job.launch, server, job.out.parent / f".{job.out.name}-server"))
-            base_url, model, server_info = launched.base_url, launched.served_model, asdict(launched.info)
+            # The server's log beside the run directory, not in it: only the run makes the run directory.
+            hf = job.launch in HF_MODES
+            target = run_targets(server, job.out.parent / f".{job.out.name}-server", stack,
+                                 modes=() if hf else (cast(Mode, job.launch),),
+                                 hf_modes=(cast(HfMode, job.launch),) if hf else ())[job.launch]
+            endpoint, server_info = target.endpoint, target.server
         else:
             assert job.endpoint is not None, "RunJob names one server"
-            base_url, model = job.endpoint, job.served_model
-        endpoint = probe_endpoint(base_url, headers, model, backend)
-        if job.endpoint is not None:
+            endpoint = probe_endpoint(job.endpoint, headers, job.served_model, backend)
             check_max_num_seqs(endpoint, server.max_num_seqs, headers, backend)
         if is_calibration_owner(endpoint.owned_by):
             server_info = calibration_server_info()
@@ -199,18 +200,6 @@ def _backend(job: RunJob) -> Backend:
         raise UsageError(f"--launch {job.launch} starts a {launched.name} server: --backend {job.backend}"
                          " is for a server at --endpoint")
     return BACKENDS[job.backend]
-
-
-def _launch(mode: Mode | HfMode, server: ServerConfig, log_dir: Path) -> ServerProcess:
-    """Start the server `mode` names, configured by `server`."""
-    from launchers import ServerSpec, start
-    from launchers.transformers_server import TransformersSpec, start_transformers
-
-    if mode in HF_MODES:
-        spec = TransformersSpec(mode=mode, model=server.model, host=server.host,
-                                startup_timeout_s=server.startup_timeout_s)
-        return start_transformers(spec, log_dir=log_dir)
-    return start(ServerSpec(mode=cast(Mode, mode), **server.model_dump()), log_dir=log_dir)
 
 
 def _headers(api_key_env: str | None) -> dict[str, str]:

@@ -34,7 +34,7 @@ from harness.workload import WorkloadSpec, build_plan
 SATURATION_REQUESTS = 200
 # Arrivals measured per rate: a minute, and at least this many requests at low rates,
 # so that the queue's growth is read from enough of them. Simulated time costs nothing.
-MEASURE_S = 60.0
+PAPER_MEASURE_S = 60.0
 MIN_MEASURED_REQUESTS = 200
 SYSTEMS: tuple[Mode, ...] = ("continuous", "static")
 
@@ -81,7 +81,7 @@ def predict_curves(setup: GpuSetup, spec: WorkloadSpec, rates: Sequence[float], 
     width = batch_size or settings.batch_size
     points: dict[str, list[RatePoint]] = {system: [] for system in SYSTEMS}
     for rate in sorted(rates):
-        measure_s = max(MEASURE_S, MIN_MEASURED_REQUESTS / rate)
+        measure_s = max(PAPER_MEASURE_S, MIN_MEASURED_REQUESTS / rate)
         arrivals = predict_arrivals(setup, rate_spec(spec, rate, WARMUP_S, measure_s), settings, width,
                                     static_batch_wait_s)
         for schedule in (arrivals.continuous, arrivals.static):
@@ -114,7 +114,7 @@ def curve_blocks(curves: PaperCurves) -> list[Block]:
         Bullets((
             f"Scheduled by the engine model of `batchbench predict` (the setup's sourced constants, KV blocks,"
             f" token budget {_budget(curves)}), each rate's Poisson plan with {WARMUP_S:g} s of warm-up left out"
-            f" and at least {MEASURE_S:g} s or {MIN_MEASURED_REQUESTS} requests measured.",
+            f" and at least {PAPER_MEASURE_S:g} s or {MIN_MEASURED_REQUESTS} requests measured.",
             f"Static batching: a batch of up to {curves.batch_size} forms only when the previous one has finished,"
             f" {_wait(curves.static_batch_wait_s)}.",
             "Latencies are the engine's: arrival to first token and to last token. No HTTP server, client or"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.rate_sweep.curve import KNEE_FACTOR
-from harness.rate_sweep.defaults import EXTRA_RATE_FACTOR
+from harness.rate_sweep.defaults import EXTRA_RATE_FACTOR, TRUSTED_MEASURE_S
 from harness.rate_sweep.plots import latency_cdf_plot, latency_curves_plot
 from harness.rate_sweep.point import WAIT_GROWTH_LIMIT_S, RatePoint
 from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SystemResult, queue_wait_ratio
@@ -20,8 +20,6 @@ from harness.report.render import write_blocks
 from harness.report.untested import untested_title, untested_vllm_blocks
 
 SUMMARY_FILE = "summary.json"
-# The short runs a test makes are marked: below this many measured seconds a figure is noise here.
-TRUSTED_MEASURE_S = 20.0
 
 
 def write_rate_report(result: RateSweepResult, out: Path, stage: str | None = None) -> tuple[Path, Path, Path]:

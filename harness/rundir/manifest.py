@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.systems import SystemName
+from harness.workload.distributions import RECORDED_CONTEXT
 from harness.workload.spec import WorkloadSpec
 
 # 1: runs recorded before the format was versioned (no format_version); 2: versioned, typed.
@@ -211,7 +212,8 @@ def read_manifest(raw: bytes) -> RunManifest:
         raise ValueError(f"manifest format {version!r}: this batchbench reads formats 1 to {MANIFEST_FORMAT}"
                          " (a newer batchbench wrote it)")
     # Format 1 had the same fields, untyped: its workload and server validate as today's records.
-    return RunManifest.model_validate({**document, "format_version": MANIFEST_FORMAT})
+    return RunManifest.model_validate({**document, "format_version": MANIFEST_FORMAT},
+                                      context={RECORDED_CONTEXT: True})
 
 
 def server_build(server: ServerRecord | Mapping[str, Any] | None) -> tuple[str, str] | None:

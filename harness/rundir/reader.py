@@ -68,6 +68,11 @@ RECORD_DEFAULTS: dict[str, Any] = {
     "length_forced": True,
     "retokenized_completion_tokens": -1,
     "length_exact": lambda rows: rows["ok"],
+    # Before traces: no row came from one.
+    "trace_row": -1,
+    "session": "",
+    "hash_ids": "",
+    "label": "",
 }
 
 

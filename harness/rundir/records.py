@@ -37,6 +37,10 @@ RECORD_FIELDS: dict[str, tuple[pa.DataType, str]] = {
         pa.int64(), "max_tokens = min_tokens sent; above planned only for padded (naive) waves"
     ),
     "wave": (pa.int64(), "naive padded-static wave number; -1 when not sent in waves"),
+    "trace_row": (pa.int64(), "a trace's request: its row in the trace file, 0-based among its data rows; -1 if none"),
+    "session": (pa.string(), "a trace's session or conversation id; empty when it has none"),
+    "hash_ids": (pa.string(), "a trace's prefix hash ids, as a JSON list; empty when it has none"),
+    "label": (pa.string(), "a trace's class label; empty when it has none"),
     "scheduled_s": (pa.float64(), "when the plan wanted it sent; NaN in a closed loop"),
     "sent_s": (pa.float64(), "when it was actually sent"),
     "lateness_s": (pa.float64(), "sent_s - scheduled_s: how far the client fell behind; NaN in a closed loop"),

@@ -14,7 +14,7 @@ from typing import Any
 from harness.driver.backends import TRANSFORMERS, VLLM, Backend
 from harness.driver.endpoint import EndpointInfo, check_max_num_seqs, load_tokenizer, probe_endpoint
 from harness.systems import MODES, HfMode, Mode
-from launchers import start
+from launchers import ServerHandle, start
 from launchers.spec import Endpoints, ServerConfig, ServerSpec
 from launchers.transformers_server import TransformersSpec, start_transformers
 
@@ -50,19 +50,25 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
               if not (mode == "static" and endpoints.continuous and not endpoints.static)]
     targets: dict[Mode | HfMode, SweepTarget] = {}
     for mode in wanted:
-        server_info, url = None, given[mode]
+        url = given[mode]
         if url is None:
             launched = stack.enter_context(start(ServerSpec.of(server, mode), log_dir=out / "servers" / mode))
-            url, server_info = launched.base_url, asdict(launched.info)
-        # A launched server serves the model it was given; an endpoint must serve the one named.
-        info = probe_endpoint(url, {}, endpoints.model if given[mode] else None)
-        if given[mode]:
-            check_max_num_seqs(info, server.max_num_seqs)
-        targets[mode] = SweepTarget(info, load_tokenizer(endpoints.tokenizer, info), server.max_num_seqs, server_info)
+            targets[mode] = launched_target(launched, endpoints.tokenizer)
+            continue
+        # An endpoint must serve the model named.
+        info = probe_endpoint(url, {}, endpoints.model)
+        check_max_num_seqs(info, server.max_num_seqs)
+        targets[mode] = SweepTarget(info, load_tokenizer(endpoints.tokenizer, info), server.max_num_seqs)
     # One after the other, beside the vLLM servers (an idle server takes no CPU).
     for hf_mode in hf_modes:
         targets[hf_mode] = transformers_target(stack, hf_mode, server, out / "servers" / hf_mode, endpoints.tokenizer)
     return targets
+
+
+def launched_target(server: ServerHandle, tokenizer: str | None = None) -> SweepTarget:
+    """How runs reach a vLLM server launched here: its endpoint as probed, and B as it was started with."""
+    info = probe_endpoint(server.base_url, {}, None)
+    return SweepTarget(info, load_tokenizer(tokenizer, info), server.info.max_num_seqs, asdict(server.info))
 
 
 def transformers_target(stack: contextlib.ExitStack, mode: HfMode, config: ServerConfig, log_dir: Path,

@@ -199,6 +199,10 @@ class ChoiceLength(_Distribution):
         return rng.choice(values, size=n, p=p)
 
 
+# Validation context key: the spec is read back from a run directory, not loaded to be run.
+RECORDED_CONTEXT = "recorded"
+
+
 class FileLength(_Distribution):
     """Lengths read from a CSV or JSONL file, then picked at random or cycled in order.
 
@@ -228,8 +232,10 @@ class FileLength(_Distribution):
         return path if path.is_absolute() or base_dir is None else Path(base_dir) / path
 
     @model_validator(mode="after")
-    def _load(self) -> FileLength:
-        self._lengths = tuple(_read_lengths(self.path, self.column))
+    def _load(self, info: ValidationInfo) -> FileLength:
+        # A spec recorded in a run's manifest is not loaded again: its file may not be on this machine.
+        recorded = (info.context or {}).get(RECORDED_CONTEXT, False)
+        self._lengths = () if recorded else tuple(_read_lengths(self.path, self.column))
         return self
 
     @property
@@ -245,8 +251,17 @@ class FileLength(_Distribution):
         return rng.choice(lengths, size=n)
 
 
+class TraceLength(_Distribution):
+    """Each request's own length, as its row of the workload's trace gives it (harness.workload.trace)."""
+
+    kind: Literal["trace"] = Field("trace", description="Distribution tag.")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        raise TypeError("a trace's lengths are read from its rows, not drawn")
+
+
 LengthDistribution = Annotated[
-    FixedLength | UniformLength | ExponentialLength | NormalLength | ChoiceLength | FileLength,
+    FixedLength | UniformLength | ExponentialLength | NormalLength | ChoiceLength | FileLength | TraceLength,
     Field(discriminator="kind"),
 ]
 

@@ -29,7 +29,8 @@ from pydantic import (
 from harness.errors import UsageError
 from harness.validation import describe_validation_error
 from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
-from harness.workload.spec import PoissonArrival, WorkloadSpec
+from harness.workload.spec import PoissonArrival, TraceArrival, WorkloadSpec
+from harness.workload.trace import TraceSource, read_trace
 
 # Child streams of SeedSequence(spec.seed); prompt text uses the next key (see prompts.py).
 PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2
@@ -40,6 +41,8 @@ PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2
 CLOSED_LOOP_REQUESTS_PER_USER_SECOND = 10
 
 ARRIVAL_DECIMALS = 6
+# The fields only a trace's requests carry.
+TRACE_FIELDS = ("trace_row", "session", "hash_ids", "label")
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,6 +62,11 @@ class PlannedRequest(_Frozen):
         description="Send time, seconds after the run starts (rounded to 6 decimals);"
         " None in a closed loop, where a user sends when its previous request ends."
     )
+    # A trace's request: which row it is, and the trace's optional columns (None elsewhere).
+    trace_row: NonNegativeInt | None = Field(None, description="The row of the trace, 0-based among its data rows.")
+    session: str | None = Field(None, description="The trace's session or conversation id.")
+    hash_ids: str | None = Field(None, description="The trace's prefix hash ids, as JSON.")
+    label: str | None = Field(None, description="The trace's class label.")
 
     @field_validator("arrival_s")
     @classmethod
@@ -74,12 +82,15 @@ class RequestPlan(_Frozen):
     spec_name: str = Field(description="Name of the workload spec the plan was built from.")
     seed: NonNegativeInt = Field(description="The spec's seed; prompt text is derived from it.")
     endpoint: Literal["completions", "chat"] = Field(description="Endpoint to send to.")
-    arrival: Literal["closed", "poisson", "burst"] = Field(description="Arrival kind.")
+    arrival: Literal["closed", "poisson", "burst", "trace"] = Field(description="Arrival kind.")
     users: PositiveInt | None = Field(description="Concurrent users (closed loop only).")
     duration_s: PositiveFloat | None = Field(
         description="Stop sending after this many seconds (None: send every request)."
     )
     requests: tuple[PlannedRequest, ...] = Field(description="The requests, in send order.")
+    trace_clipped: NonNegativeInt | None = Field(
+        None, description="A trace's rows clipped to its max_tokens (None: not a trace)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RequestPlan:
@@ -94,9 +105,13 @@ class RequestPlan(_Frozen):
 
     def to_json(self) -> bytes:
         """Canonical JSON (sorted keys, no spaces, UTF-8): byte-identical for equal plans."""
-        return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False
-        ).encode("utf-8")
+        # A trace's fields are left out where unset, so a plan that is not a trace's reads as before.
+        document = self.model_dump(mode="json", exclude={"trace_clipped"} if self.trace_clipped is None else set())
+        for request in document["requests"]:
+            for name in TRACE_FIELDS:
+                if request[name] is None:
+                    del request[name]
+        return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
     @classmethod
     def from_json(cls, data: bytes | str) -> RequestPlan:
@@ -134,6 +149,8 @@ def build_plan(spec: WorkloadSpec) -> RequestPlan:
     Raises UsageError, before drawing anything, for a spec whose plan is too large to
     hold or whose sends lie too far out (harness.workload.limits).
     """
+    if spec.trace is not None:
+        return _trace_plan(spec, spec.trace)
     _check_size(spec)
     streams = np.random.SeedSequence(spec.seed).spawn(3)
     arrivals = _arrival_times(spec, np.random.default_rng(streams[ARRIVAL_STREAM]))
@@ -153,6 +170,27 @@ def build_plan(spec: WorkloadSpec) -> RequestPlan:
             )
             for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals, strict=True))
         ),
+    )
+
+
+def _trace_plan(spec: WorkloadSpec, source: TraceSource) -> RequestPlan:
+    """The trace's rows as they are replayed: at their (scaled) times, with their own lengths and ids."""
+    rows = read_trace(source, spec.num_requests)
+    if rows.arrival_s[-1] > MAX_DURATION_S:
+        raise UsageError(f"{source.path}: its last request would be sent after {rows.arrival_s[-1]:.3g} s, more than"
+                         f" {MAX_DURATION_S:g} s: replay it faster (time_scale) or a shorter window (window_s)")
+    optional = {name: getattr(rows, name) for name in ("session", "hash_ids", "label")}
+    return RequestPlan(
+        spec_name=spec.name, seed=spec.seed, endpoint=spec.endpoint, arrival="trace", users=None, duration_s=None,
+        requests=tuple(
+            PlannedRequest(
+                index=i, prompt_tokens=int(rows.prompt_tokens[i]), output_tokens=int(rows.output_tokens[i]),
+                arrival_s=float(rows.arrival_s[i]), trace_row=int(rows.row[i]),
+                **{name: None if values is None else values[i] for name, values in optional.items()},
+            )
+            for i in range(len(rows))
+        ),
+        trace_clipped=rows.clipped,
     )
 
 
@@ -183,6 +221,8 @@ def _arrival_times(spec: WorkloadSpec, rng: np.random.Generator) -> list[float |
     """Send times: the first request at 0, then gamma inter-arrivals (poisson), all at 0
     (burst), or None (closed). The length of the list is the request count."""
     arrival = spec.arrival
+    if isinstance(arrival, TraceArrival):
+        raise TypeError("a trace's arrivals are read from its rows (_trace_plan), not drawn")
     sends: list[float | None]
     if spec.num_requests is not None:
         count = spec.num_requests

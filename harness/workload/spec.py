@@ -25,6 +25,7 @@ from harness.errors import UsageError
 from harness.validation import describe_validation_error
 from harness.workload.distributions import LengthDistribution
 from harness.workload.limits import Count, PositiveFinite, Seconds, Seed
+from harness.workload.trace import TraceSource
 
 
 class _Frozen(BaseModel):
@@ -56,8 +57,14 @@ class BurstArrival(_Frozen):
     kind: Literal["burst"] = Field("burst", description="Arrival tag.")
 
 
+class TraceArrival(_Frozen):
+    """Each request at its own time, as its row of the workload's trace gives it (scaled by its time_scale)."""
+
+    kind: Literal["trace"] = Field("trace", description="Arrival tag.")
+
+
 Arrival = Annotated[
-    ClosedLoopArrival | PoissonArrival | BurstArrival, Field(discriminator="kind")
+    ClosedLoopArrival | PoissonArrival | BurstArrival | TraceArrival, Field(discriminator="kind")
 ]
 
 
@@ -78,7 +85,8 @@ class WorkloadSpec(_Frozen):
     description: str = Field("", description="What the workload models and where it comes from.")
     seed: Seed = Field(description="Seed of every random draw in the request plan.")
     num_requests: Count | None = Field(
-        None, description="Number of requests. Exactly one of num_requests and duration_s."
+        None, description="Number of requests. Exactly one of num_requests and duration_s (with a trace: at most"
+        " this many of its first rows; default: every row of its window)."
     )
     duration_s: Seconds | None = Field(
         None,
@@ -94,6 +102,10 @@ class WorkloadSpec(_Frozen):
         description="Output length distribution, tokens (the driver forces exactly this many)."
     )
     arrival: Arrival = Field(description="When requests are sent.")
+    trace: TraceSource | None = Field(
+        None, description="A trace file whose rows are the requests: their arrival times and lengths"
+        " (harness.workload.trace). Arrival and lengths are then the trace's; leave them out.",
+    )
     scaled_from: str | None = Field(
         None,
         description="Name of the published workload this is a smaller variant of."
@@ -103,8 +115,30 @@ class WorkloadSpec(_Frozen):
         None, description="What was scaled from scaled_from, and why. Requires scaled_from."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_trace(cls, data: Any) -> Any:
+        # A trace gives arrivals and lengths: its YAML names only the trace.
+        if isinstance(data, dict) and data.get("trace") is not None:
+            defaults = {"arrival": {"kind": "trace"}, "prompt_tokens": {"kind": "trace"},
+                        "output_tokens": {"kind": "trace"}}
+            return {**defaults, **data}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
+        traced = [name for name, kind in (("arrival", self.arrival.kind), ("prompt_tokens", self.prompt_tokens.kind),
+                                          ("output_tokens", self.output_tokens.kind)) if kind == "trace"]
+        if self.trace is not None:
+            if len(traced) < 3:
+                untraced = next(name for name in ("arrival", "prompt_tokens", "output_tokens") if name not in traced)
+                raise ValueError(f"{untraced}: a trace workload takes its arrivals and lengths from the trace: leave"
+                                 f" {untraced} out")
+            if self.duration_s is not None:
+                raise ValueError("duration_s: a trace is cut by its window_s (and num_requests), not duration_s")
+            return self._scaling_consistent()
+        if traced:
+            raise ValueError(f"{traced[0]}: kind trace needs a trace: section naming the file")
         if (self.num_requests is None) == (self.duration_s is None):
             given = "neither" if self.num_requests is None else "both"
             raise ValueError(f"num_requests, duration_s: give exactly one (got {given})")
@@ -113,6 +147,9 @@ class WorkloadSpec(_Frozen):
                 "duration_s: needs arrival kind poisson or closed (burst sends every request at"
                 " t=0, so give num_requests)"
             )
+        return self._scaling_consistent()
+
+    def _scaling_consistent(self) -> WorkloadSpec:
         if (self.scaled_from is None) != (self.scaling is None):
             missing = "scaling" if self.scaling is None else "scaled_from"
             raise ValueError(f"{missing}: required when the other of scaled_from/scaling is given")

@@ -9,9 +9,9 @@ import pytest
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["--pairs", "2"], "--pairs must be at least 3, got 2"),
-    (["--attempts", "0"], "--attempts must be at least 1, got 0"),
-    (["--max-num-seqs", "-4"], "--max-num-seqs must be at least 1, got -4"),
+    (["--pairs", "2"], "--pairs: Input should be greater than or equal to 3 (got 2)"),
+    (["--attempts", "0"], "--attempts: Input should be greater than or equal to 1 (got 0)"),
+    (["--max-num-seqs", "-4"], "--max-num-seqs: Input should be greater than or equal to 1 (got -4)"),
     (["--requests", "many"], "argument --requests/N: invalid int value"),
 ])
 def test_a_bad_size_is_one_line_and_nothing_is_written(tmp_path, args, fragment):

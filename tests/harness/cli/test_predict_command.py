@@ -30,9 +30,10 @@ def test_predict_prints_predictions_beside_the_published_figures():
     assert "Sensitivity" not in out
 
 
-def test_predict_sensitivity_and_batch_size():
+@pytest.mark.parametrize("flag", ["--max-num-seqs", "--batch-size"])  # the second: the flag's old name, kept
+def test_predict_sensitivity_and_batch_size(flag):
     result = predict("--model", "llama-3.1-8b", "--gpu", "h100", "--workloads", "seed-100-200-300-1000",
-                     "--batch-size", "128", "--sensitivity")
+                     flag, "128", "--sensitivity")
     out = result.stdout
     assert result.returncode == 0, result.stderr
     assert "| seed-100-200-300-1000 | 128 |" in out
@@ -64,8 +65,8 @@ def test_predict_rates_prints_each_systems_latency_curve():
           "--sensitivity"], "--sensitivity: varies the throughput prediction of bursts"),
         (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-latency", "--rates", "4",
           "--batch-wait-s", "-1"], "--batch-wait-s"),
-        (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-cap32", "--batch-size", "0"],
-         "--batch-size: Input should be greater than 0"),
+        (["--model", "opt-13b", "--gpu", "a100-40gb", "--workloads", "anyscale-cap32", "--max-num-seqs", "0"],
+         "--max-num-seqs: Input should be greater than 0"),
         (["--model", "opt-13b", "--gpu", "a100-40gb"], "--workloads"),
     ],
 )

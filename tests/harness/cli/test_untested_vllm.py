@@ -84,6 +84,6 @@ def test_the_override_launches_it_and_the_server_record_says_untested(tmp_path):
     # Past the gate: the launcher started that "vLLM", which is no server, and says the server failed.
     assert result.returncode == 1, result.stderr
     assert "UNTESTED VLLM 0.35.0 (0.35 is newer than the tested 0.30 to 0.34)" in result.stderr
-    info = json.loads((work / ".run-server" / "server.json").read_text())
+    info = json.loads((work / ".run-server" / "servers" / "static" / "server.json").read_text())
     assert info["vllm_version"] == "0.35.0"
     assert info["vllm_untested"] == "UNTESTED VLLM 0.35.0 (0.35 is newer than the tested 0.30 to 0.34)"

@@ -51,3 +51,11 @@ def test_a_newer_format_is_refused_in_one_line_naming_the_file(tmp_path):
     with pytest.raises(UsageError, match=f"manifest.json: manifest format {MANIFEST_FORMAT + 1}: this batchbench"
                                          f" reads formats 1 to {MANIFEST_FORMAT}"):
         load_run(run_dir)
+
+
+def test_a_recorded_spec_is_not_loaded_again_so_its_length_file_need_not_be_on_this_machine():
+    document = json.loads((FORMAT_1 / "manifest.json").read_text())
+    gone = {"kind": "file", "path": "/nowhere/lengths.csv", "column": None, "order": "cycle"}
+    manifest = read_manifest(json.dumps({**document, "workload": {**document["workload"], "output_tokens": gone}})
+                             .encode())
+    assert str(manifest.workload.output_tokens.path) == "/nowhere/lengths.csv"

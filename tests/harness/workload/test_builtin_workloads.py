@@ -31,6 +31,8 @@ def test_builtin_loads_and_plans(name):
     plan = build_plan(spec)
     if spec.num_requests is not None:
         assert len(plan.requests) == spec.num_requests
+    elif spec.trace is not None:  # every row of the trace's window
+        assert plan.requests and plan.arrival == "trace"
     else:  # by duration: arrivals within it
         assert plan.requests and max(request.arrival_s for request in plan.requests) < spec.duration_s
     if spec.scaled_from is not None:

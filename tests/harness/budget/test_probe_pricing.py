@@ -18,7 +18,7 @@ from harness.analysis.speed import machine_speed
 from harness.budget.probe import REFERENCE_SUMMARY, packaged_reference, reference_pricing_of, reference_step_costs
 from harness.paper.step_cost import LinearStepCost
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # What our launcher records of the CPU default's server (a run manifest's `server`).
 CPU_DEFAULT = {"model": "tiny", "vllm_version": "0.32.0", "max_num_seqs": 16}
 
