@@ -2,7 +2,8 @@
 
 The latency half of Anyscale's experiment (harness.rate_sweep). Both vLLM servers are
 launched as the reproduction launches them (or given as endpoints). Each system first
-serves a burst (its saturation rate); then every system runs Poisson arrivals at each rate
+serves a burst (its saturation rate); then every system runs Poisson arrivals (or a trace's own,
+scaled: harness.rate_sweep.grid.rate_spec) at each rate
 of a grid set relative to continuous's saturation, rates ascending, systems interleaved,
 as the schedule (harness.rate_sweep.schedule) adapts the grid to what the runs show. A
 report is written after every rate (PRELIMINARY) and after Ctrl-C (STOPPED).
@@ -73,7 +74,8 @@ class RateSweep(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    workload: str = Field(DEFAULT_WORKLOAD, description="workload file or name; its arrivals are replaced")
+    workload: str = Field(DEFAULT_WORKLOAD, description="workload file or name; its arrivals are replaced (a"
+                          " trace's are scaled to each rate)")
     fractions: PositiveNumbers = Field(
         DEFAULT_FRACTIONS, description="offered rates as fractions of continuous's saturation rate"
     )
@@ -224,7 +226,7 @@ def reanalyze(directory: Path, slo_ttft_p50_s: float, slo_e2e_p99_s: float) -> t
 
 @dataclass(frozen=True)
 class RateRuns:
-    """How a Poisson run of the sweep is made: its workload at a rate, where it runs, where it is written."""
+    """How a run of the sweep at one rate is made: its workload at a rate, where it runs, where it is written."""
 
     spec: WorkloadSpec
     warmup_s: float

@@ -1,4 +1,5 @@
-"""Which runs a rate sweep makes: a saturation burst, then Poisson runs at rates on a grid (pure)."""
+"""Which runs a rate sweep makes: a saturation burst, then runs at rates on a grid: Poisson arrivals, or a
+trace's own arrivals scaled to each rate (pure)."""
 
 from __future__ import annotations
 
@@ -18,23 +19,39 @@ SATURATION_QUANTILE = 0.9
 
 
 def burst_spec(spec: WorkloadSpec, requests: int) -> WorkloadSpec:
-    """`spec` sent as one burst of `requests`: the saturation run."""
+    """`spec` sent as one burst of `requests` (a trace's first rows, with their lengths): the saturation run."""
     return spec.model_copy(update={"name": f"{spec.name}-burst", "num_requests": requests, "duration_s": None,
                                    "arrival": BurstArrival()})
 
 
 def rate_spec(spec: WorkloadSpec, rate: float, warmup_s: float = WARMUP_S,
               measure_s: float = MEASURE_S) -> WorkloadSpec:
-    """`spec` with Poisson arrivals at `rate` requests/s for warm-up plus measured seconds.
+    """`spec` arriving at `rate` requests/s for warm-up plus measured seconds.
 
-    The spec's burstiness is kept when it already arrives as a gamma process; the name
-    carries the rate, so each rate's runs have their own directories.
+    A synthetic workload gets Poisson arrivals, keeping its burstiness when it already
+    arrives as a gamma process. A trace keeps its own arrivals' shape: its first
+    rate x seconds rows, compressed or stretched to that mean rate (TraceSource.rate). The
+    name carries the rate, so each rate's runs have their own directories.
     """
+    name = f"{spec.name}-at-{rate:.2f}rps"
+    if spec.trace is not None:
+        trace = spec.trace.model_copy(update={"rate": rate, "time_scale": 1.0})
+        return spec.model_copy(update={"name": name, "num_requests": max(2, math.ceil(rate * (warmup_s + measure_s))),
+                                       "trace": trace})
     burstiness = spec.arrival.burstiness if isinstance(spec.arrival, PoissonArrival) else 1.0
     return spec.model_copy(update={
-        "name": f"{spec.name}-at-{rate:.2f}rps", "num_requests": None, "duration_s": warmup_s + measure_s,
+        "name": name, "num_requests": None, "duration_s": warmup_s + measure_s,
         "arrival": PoissonArrival(rate=rate, burstiness=burstiness),
     })
+
+
+def offered_rate(spec: WorkloadSpec) -> float:
+    """The rate a sweep's run was offered (rate_spec's): its Poisson rate or its trace's; NaN for neither."""
+    if isinstance(spec.arrival, PoissonArrival):
+        return float(spec.arrival.rate)
+    if spec.trace is not None and spec.trace.rate is not None:
+        return float(spec.trace.rate)
+    return math.nan
 
 
 def saturation_rate(records: pd.DataFrame) -> float:

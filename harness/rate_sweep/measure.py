@@ -12,14 +12,13 @@ import pandas as pd
 from harness.analysis.engine import step_seconds
 from harness.analysis.metrics import request_table
 from harness.rate_sweep.curve import SloSeconds
-from harness.rate_sweep.grid import saturation_rate
+from harness.rate_sweep.grid import offered_rate, saturation_rate
 from harness.rate_sweep.point import RatePoint, measure_point, measured_window
 from harness.rate_sweep.predict import PredictedPoint, predict_points
 from harness.rate_sweep.report import write_rate_report
 from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SweepSettings, cdf_rate, system_result
 from harness.rundir.manifest import untested_vllm
 from harness.rundir.reader import RunData, load_run
-from harness.workload.spec import PoissonArrival
 
 
 class SweepMeasurements:
@@ -37,7 +36,7 @@ class SweepMeasurements:
         self._decode_steps: list[np.ndarray] = []
 
     def add_run(self, path: Path) -> None:
-        """A run of the sweep, a burst or a Poisson run (told apart by its workload's arrivals)."""
+        """A run of the sweep, a burst or a run at one rate (told apart by its workload's arrivals)."""
         run = load_run(path, allow_partial=True)
         if run.manifest.arrival_kind == "burst":
             self._add_burst(run)
@@ -49,7 +48,7 @@ class SweepMeasurements:
         self._add_burst(load_run(path, allow_partial=True))
 
     def add_point(self, path: Path) -> RatePoint:
-        """A Poisson run at one rate."""
+        """A run at one rate (Poisson arrivals, or a trace scaled to it)."""
         return self._add_point(load_run(path, allow_partial=True))
 
     def _add_burst(self, run: RunData) -> None:
@@ -62,8 +61,7 @@ class SweepMeasurements:
         return self.saturations.get(system, math.nan)
 
     def _add_point(self, run: RunData) -> RatePoint:
-        arrival = run.manifest.workload.arrival
-        rate = float(arrival.rate) if isinstance(arrival, PoissonArrival) else float("nan")
+        rate = offered_rate(run.manifest.workload)
         point = measure_point(run.manifest.system, rate, run.records, run.tokens, run.steps, self.warmup_s)
         self.points.append(point)
         self._runs[(point.system, rate)] = run
@@ -83,13 +81,17 @@ class SweepMeasurements:
         decode = np.concatenate(self._decode_steps) if self._decode_steps else np.array([])
         settings = SweepSettings(self.workload, self.batch_size, self.slo, self.warmup_s, self.measure_s,
                                  self.static_batch_wait_s, float(np.median(decode) * 1e3) if decode.size else math.nan,
-                                 self.schedule)
+                                 self.schedule, self._trace())
         return RateSweepResult(settings, systems, rate, {k: v for k, v in cdf.items() if v.size},
                                tuple(untested_vllm(run.manifest.server for run in self._loaded)))
 
     def write(self, out: Path, stage: str | None = None) -> tuple[Path, Path, Path]:
         """Write the report of the runs so far."""
         return write_rate_report(self.result(), out, stage)
+
+    def _trace(self) -> str | None:
+        traces = {run.manifest.workload.trace.path.name for run in self._loaded if run.manifest.workload.trace}
+        return ", ".join(sorted(traces)) or None
 
     def _with_prediction(self, point: RatePoint, predicted: dict[str, PredictedPoint]) -> RatePoint:
         prediction = predicted.get(self._runs[(point.system, point.offered_rate)].manifest.run_id)

@@ -31,6 +31,7 @@ from harness.analysis.step_cost_fit import StepCostFitError
 from harness.analysis.step_predict import fit_server_step_cost, runs_by_server
 from harness.paper.step_cost import LinearStepCost
 from harness.rundir.reader import RunData
+from harness.systems import OPEN_LOOP_ARRIVALS
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,14 @@ class PredictedPoint:
 
 def predict_points(runs: Sequence[RunData], warmup_s: float,
                    static_batch_wait_s: float | None) -> dict[str, PredictedPoint]:
-    """Predictions by run_id for every Poisson run with engine steps and a plan.
+    """Predictions by run_id for every open-loop run (Poisson, a trace) with engine steps and a plan.
 
     A server with a single run has nothing to hold out and gets no prediction.
     """
     predicted: dict[str, PredictedPoint] = {}
     for members in runs_by_server(runs).values():
         for run in members:
-            if run.manifest.arrival_kind != "poisson":
+            if run.manifest.arrival_kind not in OPEN_LOOP_ARRIVALS:
                 continue
             others = [other for other in members if other is not run]
             with contextlib.suppress(StepCostFitError, ValueError):

@@ -143,6 +143,13 @@ def _queue_text(result: RateSweepResult) -> str:
     return text + f" Where static's queue grew, its median queue wait over continuous's: {shown}."
 
 
+def _arrivals_text(trace: str | None) -> str:
+    if trace is None:
+        return "Poisson arrivals"
+    return (f"the trace {trace}'s own arrivals, its first rate x seconds rows compressed or stretched to that mean"
+            " rate (the burst: its first rows at once)")
+
+
 def _method(result: RateSweepResult) -> tuple[str, ...]:
     settings = result.settings
     wait = ("no static server was launched" if settings.static_batch_wait_s is None
@@ -150,10 +157,11 @@ def _method(result: RateSweepResult) -> tuple[str, ...]:
     items = [
         f"Each system first serves a burst; its saturation rate is the requests finished by the 90th percentile"
         f" finish over the time to it. The grid is set from continuous's. B = {settings.batch_size}.",
-        f"Each rate: Poisson arrivals, {settings.warmup_s:g} s of warm-up (left out) then {settings.measure_s:g} s"
-        f" measured; the grid's rates ascending, systems interleaved. {_schedule_text(settings.schedule)}"
-        " Planned: the rate the Poisson draw holds in the measured window; sent: the rate the client sent it at"
-        " (below planned, and a late p99 of more than a few ms, when the client fell behind).",
+        f"Each rate: {_arrivals_text(settings.trace)}, {settings.warmup_s:g} s of warm-up (left out) then"
+        f" {settings.measure_s:g} s measured; the grid's rates ascending, systems interleaved."
+        f" {_schedule_text(settings.schedule)} Planned: the rate the plan's arrivals hold in the measured window;"
+        " sent: the rate the client sent it at (below planned, and a late p99 of more than a few ms, when the client"
+        " fell behind).",
         "A run did not keep up when its queue wait (else TTFT) grew over the measured window (Theil-Sen slope times"
         f" the window) by more than {num(WAIT_GROWTH_LIMIT_S)} s even at the low end of the slope's 95% interval."
         " Its latencies reflect the run's length, not the rate. The knee and the rate held are interpolated where"

@@ -45,6 +45,7 @@ class SweepSettings:
     static_batch_wait_s: float | None  # the static server's max batch delay; None without a launched static server
     decode_step_ms: float  # the continuous engine's median decode step at a full batch; NaN unknown
     schedule: ScheduleSettings = ScheduleSettings()
+    trace: str | None = None  # the trace file whose arrivals were scaled to each rate; None: Poisson arrivals
 
 
 @dataclass(frozen=True)

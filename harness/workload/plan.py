@@ -174,18 +174,21 @@ def build_plan(spec: WorkloadSpec) -> RequestPlan:
 
 
 def _trace_plan(spec: WorkloadSpec, source: TraceSource) -> RequestPlan:
-    """The trace's rows as they are replayed: at their (scaled) times, with their own lengths and ids."""
+    """The trace's rows as they are replayed: at their (scaled) times, or all at once for a burst, with
+    their own lengths and ids."""
     rows = read_trace(source, spec.num_requests)
     if rows.arrival_s[-1] > MAX_DURATION_S:
         raise UsageError(f"{source.path}: its last request would be sent after {rows.arrival_s[-1]:.3g} s, more than"
                          f" {MAX_DURATION_S:g} s: replay it faster (time_scale) or a shorter window (window_s)")
     optional = {name: getattr(rows, name) for name in ("session", "hash_ids", "label")}
+    arrivals = np.zeros(len(rows)) if spec.arrival.kind == "burst" else rows.arrival_s
     return RequestPlan(
-        spec_name=spec.name, seed=spec.seed, endpoint=spec.endpoint, arrival="trace", users=None, duration_s=None,
+        spec_name=spec.name, seed=spec.seed, endpoint=spec.endpoint, arrival=spec.arrival.kind, users=None,
+        duration_s=None,
         requests=tuple(
             PlannedRequest(
                 index=i, prompt_tokens=int(rows.prompt_tokens[i]), output_tokens=int(rows.output_tokens[i]),
-                arrival_s=float(rows.arrival_s[i]), trace_row=int(rows.row[i]),
+                arrival_s=float(arrivals[i]), trace_row=int(rows.row[i]),
                 **{name: None if values is None else values[i] for name, values in optional.items()},
             )
             for i in range(len(rows))

@@ -130,10 +130,12 @@ class WorkloadSpec(_Frozen):
         traced = [name for name, kind in (("arrival", self.arrival.kind), ("prompt_tokens", self.prompt_tokens.kind),
                                           ("output_tokens", self.output_tokens.kind)) if kind == "trace"]
         if self.trace is not None:
-            if len(traced) < 3:
-                untraced = next(name for name in ("arrival", "prompt_tokens", "output_tokens") if name not in traced)
-                raise ValueError(f"{untraced}: a trace workload takes its arrivals and lengths from the trace: leave"
-                                 f" {untraced} out")
+            # A burst of the trace's rows (its lengths, sent at once) is a rate sweep's saturation run.
+            untraced = [name for name in ("arrival", "prompt_tokens", "output_tokens")
+                        if name not in traced and not (name == "arrival" and self.arrival.kind == "burst")]
+            if untraced:
+                raise ValueError(f"{untraced[0]}: a trace workload takes its arrivals and lengths from the trace:"
+                                 f" leave {untraced[0]} out")
             if self.duration_s is not None:
                 raise ValueError("duration_s: a trace is cut by its window_s (and num_requests), not duration_s")
             return self._scaling_consistent()

@@ -74,6 +74,9 @@ class TraceSource(_Frozen):
                                        " and time); default: the preset's, else s.")
     time_scale: PositiveFinite = Field(1.0, description="Replay this many times faster than the trace (10: ten"
                                        " times the rate, the same shape).")
+    rate: PositiveFinite | None = Field(None, description="Replay at this mean rate (requests/s over the rows"
+                                        " replayed) instead of a time_scale: the time scale that gives it is derived"
+                                        " (what sweep-rates sets at each rate).")
     start_s: float = Field(0.0, ge=0, allow_inf_nan=False, description="Window start, trace seconds after its"
                            " first row.")
     window_s: Seconds | None = Field(None, description="Window length, trace seconds (default: to the end).")
@@ -93,6 +96,8 @@ class TraceSource(_Frozen):
     def _mapped(self) -> TraceSource:
         if self.columns is None and self.preset is None:
             raise ValueError("columns: give a preset (azure, mooncake) or the columns")
+        if self.rate is not None and self.time_scale != 1.0:
+            raise ValueError("rate, time_scale: give one (a rate derives its own time scale)")
         return self
 
     @property
@@ -204,14 +209,29 @@ class _Collector:
         time, prompt, output, row = (np.concatenate(self.kept[name]) for name in ("time", "prompt", "output", "row"))
         prompt, output, clipped = self._fit(prompt, output, row)
         mapping = self.source.mapping.named()
+        offset = np.maximum(time - self.source.start_s, 0.0)
         return TraceRows(
-            arrival_s=np.maximum((time - self.source.start_s) / self.source.time_scale, 0.0),
+            arrival_s=offset / self._time_scale(offset),
             prompt_tokens=prompt, output_tokens=output, row=row,
             session=self.texts["session"] if "session" in mapping else None,
             hash_ids=self.texts["hash_ids"] if "hash_ids" in mapping else None,
             label=self.texts["label"] if "label" in mapping else None,
             clipped=clipped,
         )
+
+    def _time_scale(self, offset: np.ndarray) -> float:
+        """The replay's speed-up: the source's time_scale, or the one that gives its mean rate.
+
+        n rows whose arrivals span t seconds of trace time are n-1 gaps of t/(n-1) on average;
+        replayed at rate r each gap is 1/r, so the scale is r t/(n-1).
+        """
+        rate = self.source.rate
+        if rate is None:
+            return self.source.time_scale
+        span = float(offset[-1] - offset[0]) if len(offset) > 1 else 0.0
+        if span <= 0:
+            raise UsageError(f"{self.source.path}: its window's rows all arrive at once: no rate to scale to")
+        return rate * span / (len(offset) - 1)
 
     def _trim(self, count: int) -> None:
         for name, parts in self.kept.items():

@@ -9,13 +9,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+# A night on a trace: eight rows of a log in the Azure trace's layout, arriving over half a second.
+TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+    f"2024-05-10 00:00:00.{100 * i:04d},16,{(8, 24)[i % 2]}\n" for i in range(8))
 WORKLOAD = """\
 name: night-small
 seed: 3
-num_requests: 8
-prompt_tokens: {kind: fixed, value: 16}
-output_tokens: {kind: choice, values: [8, 24], order: cycle}
-arrival: {kind: burst}
+trace: {path: night.csv, preset: azure, time_scale: 1}
 """
 SUITE = """\
 kind: suite
@@ -34,6 +34,7 @@ def test_a_night_of_short_runs_is_inconclusive_after_its_extra_repetition_and_re
     # Naive runs on the continuous server, so the night starts one server, not two;
     # the pooled one would share the cores.
     servers.close()
+    (tmp_path / "night.csv").write_text(TRACE)
     (tmp_path / "night-small.yaml").write_text(WORKLOAD)
     (tmp_path / "suite.yaml").write_text(SUITE)
     out, history, junit = tmp_path / "night", tmp_path / "history.sqlite", tmp_path / "gate.xml"
@@ -48,6 +49,8 @@ def test_a_night_of_short_runs_is_inconclusive_after_its_extra_repetition_and_re
     assert "Traceback" not in night.stderr and "extra repetition 1 of 1" in night.stderr
     assert night.stdout.rstrip().endswith("-> exit 3")
     assert "0 usable candidate repetitions, fewer than 3" in night.stdout
+    # A trace arrives open loop: the gate judges its latency, not its throughput (the trace's rate).
+    assert "e2e_p50" in night.stdout and "total_tok_s" not in night.stdout
     runs = sorted(path.name for path in (out / "runs").iterdir())
     assert runs == [f"{system}-night-small-r{i}" for system in ("continuous", "naive") for i in range(1, 5)]
     with sqlite3.connect(history) as db:

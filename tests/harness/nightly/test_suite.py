@@ -10,7 +10,8 @@ from launchers import ServerSpec
 
 
 def test_shipped_suites_load_with_their_workloads():
-    assert list_builtin_suites() == ["cpu-latency-nightly", "cpu-nightly", "cpu-transformers-nightly", "h100-nightly"]
+    assert list_builtin_suites() == ["cpu-latency-nightly", "cpu-nightly", "cpu-trace-nightly",
+                                     "cpu-transformers-nightly", "h100-nightly"]
     cpu = load_suite("cpu-nightly")
     assert [spec.name for spec in cpu.specs] == list(cpu.suite.workloads)
     assert cpu.suite.systems == ("continuous", "static") and cpu.suite.server.model == "tiny"
@@ -22,6 +23,8 @@ def test_shipped_suites_load_with_their_workloads():
     h100 = load_suite("h100-nightly")
     assert h100.suite.server.model == "llama-3.1-8b" and len(h100.specs) == 4
     assert load_suite("cpu-transformers-nightly").suite.systems == ("hf-continuous", "hf-sequential")
+    # The production-shaped night: a trace's own arrivals.
+    assert [spec.arrival.kind for spec in load_suite("cpu-trace-nightly").specs] == ["trace"]
 
 
 def test_a_workload_file_beside_the_suite_is_found(tmp_path):
@@ -89,7 +92,7 @@ def test_both_spellings_of_a_key_at_once_are_refused(tmp_path, body, message):
 
 
 def test_an_unknown_suite_name_lists_the_shipped_ones():
-    shipped = "shipped: cpu-latency-nightly, cpu-nightly, cpu-transformers-nightly, h100-nightly"
+    shipped = "shipped: cpu-latency-nightly, cpu-nightly, cpu-trace-nightly, cpu-transformers-nightly, h100-nightly"
     with pytest.raises(UsageError, match=rf"nope: no such suite file.*{shipped}"):
         load_suite("nope")
 

@@ -16,6 +16,7 @@ from harness.rate_sweep.grid import (
     burst_spec,
     expected_run_s,
     measure_for_budget,
+    offered_rate,
     rate_grid,
     rate_spec,
     saturation_rate,
@@ -57,6 +58,26 @@ def test_rate_spec_and_burst_spec_replace_only_the_arrivals_and_the_count():
     assert max(request.arrival_s for request in plan.requests) < 12
     burst = burst_spec(spec, 40)
     assert (burst.arrival.kind, burst.num_requests, len(build_plan(burst).requests)) == ("burst", 40, 40)
+
+
+def test_a_trace_at_a_rate_keeps_its_arrivals_shape_and_its_burst_its_lengths():
+    spec = load_spec("cpu-trace-chat")
+    trace = build_plan(spec)
+    at = rate_spec(spec, 3.0, warmup_s=4, measure_s=20)
+    assert (at.name, at.arrival.kind, at.num_requests, offered_rate(at)) == ("cpu-trace-chat-at-3.00rps", "trace",
+                                                                            72, 3.0)
+    plan = build_plan(at)
+    arrivals = np.array([request.arrival_s for request in plan.requests])
+    native = np.array([request.arrival_s for request in trace.requests[:72]])
+    # The first 72 rows, their gaps in proportion, 3 a second on average.
+    assert [request.trace_row for request in plan.requests] == list(range(72))
+    np.testing.assert_allclose(arrivals, native * arrivals[-1] / native[-1], atol=2e-6)  # plans keep microseconds
+    assert 71 / arrivals[-1] == pytest.approx(3.0)
+    burst = burst_spec(spec, 40)
+    burst_plan = build_plan(burst)
+    assert (burst_plan.arrival, {request.arrival_s for request in burst_plan.requests}) == ("burst", {0.0})
+    assert [r.output_tokens for r in burst_plan.requests] == [r.output_tokens for r in trace.requests[:40]]
+    assert math.isnan(offered_rate(burst))
 
 
 def _records(arrivals: np.ndarray, waits: np.ndarray, service_s: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -91,6 +91,29 @@ def test_a_window_a_limit_and_a_time_scale_cut_and_speed_the_replay(tmp_path):
     assert [r.trace_row for r in limited.requests] == [20, 21, 22, 23, 24]
 
 
+def test_a_rate_replays_the_trace_at_that_mean_rate_in_its_own_shape(tmp_path):
+    # Gaps of 10 s, then 30 s: the shape is kept, the mean gap becomes 1/rate.
+    times = [10 * i for i in range(50)] + [490 + 30 * i for i in range(1, 51)]
+    (tmp_path / "t.csv").write_text("at,p,o\n" + "".join(f"{t},5,6\n" for t in times))
+    columns = {"arrival": "at", "prompt_tokens": "p", "output_tokens": "o"}
+    arrivals = np.array([r.arrival_s for r in plan_of(tmp_path, {"path": "t.csv", "columns": columns,
+                                                                 "rate": 4}).requests])
+    assert np.mean(np.diff(arrivals)) == pytest.approx(0.25)
+    np.testing.assert_allclose(np.diff(arrivals), np.diff(times) / (times[-1] / 99 * 4), atol=2e-6)
+    one = tmp_path / "one.csv"
+    one.write_text("at,p,o\n7,5,6\n7,5,6\n")
+    assert "all arrive at once: no rate to scale to" in refused(tmp_path, {"path": one.name, "columns": columns,
+                                                                          "rate": 4})
+
+
+def test_a_burst_of_a_trace_sends_its_first_rows_at_once_with_their_lengths(tmp_path):
+    (tmp_path / "azure.csv").write_text(AZURE_ROWS)
+    plan = plan_of(tmp_path, {"path": "azure.csv", "preset": "azure"}, arrival={"kind": "burst"}, num_requests=3)
+    assert plan.arrival == "burst"
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens, r.trace_row) for r in plan.requests] == [
+        (0.0, 374, 44, 0), (0.0, 396, 109, 1), (0.0, 879, 20, 2)]
+
+
 def test_rows_over_max_tokens_are_refused_with_their_count_or_clipped_and_counted(tmp_path):
     (tmp_path / "azure.csv").write_text(AZURE_ROWS)
     line = refused(tmp_path, {"path": "azure.csv", "preset": "azure", "max_tokens": 450})
@@ -148,7 +171,11 @@ def test_bad_traces_are_one_line_naming_the_file_and_row(tmp_path, content, trac
 @pytest.mark.parametrize(("trace", "extra", "fragment"), [
     ({"path": "t.csv", "preset": "alibaba"}, {}, "trace.preset: Input should be 'azure' or 'mooncake'"),
     ({"path": "t.csv"}, {}, "give a preset (azure, mooncake) or the columns"),
-    ({"path": "t.csv", "preset": "azure"}, {"arrival": {"kind": "burst"}}, "arrival: a trace workload takes"),
+    ({"path": "t.csv", "preset": "azure"}, {"arrival": {"kind": "poisson", "rate": 2}},
+     "arrival: a trace workload takes"),
+    ({"path": "t.csv", "preset": "azure"}, {"output_tokens": {"kind": "fixed", "value": 8}},
+     "output_tokens: a trace workload takes"),
+    ({"path": "t.csv", "preset": "azure", "rate": 2, "time_scale": 3}, {}, "rate, time_scale: give one"),
     ({"path": "t.csv", "preset": "azure"}, {"duration_s": 30}, "duration_s: a trace is cut by its window_s"),
     ({"path": "t.csv", "preset": "azure", "time_scale": 0}, {}, "trace.time_scale: Input should be greater than 0"),
 ])
