@@ -1,7 +1,8 @@
 """The environment variables batchbench reads, read here and nowhere else.
 
 - `BATCHBENCH_CACHE` -> `Settings.cache_dir`: where made model directories live
-  (launchers.models); default `~/.cache/batchbench`.
+  (launchers.models) and launched servers' torch compile cache (launchers.server_files);
+  default `~/.cache/batchbench`.
 - `BATCHBENCH_SERVER_PYTHON` -> `Settings.server_python`: the interpreter a launched vLLM
   server runs with; default this Python.
 - `PYTHONPATH` -> `Settings.pythonpath`: kept behind the project root on a launched

@@ -2,11 +2,11 @@
 
 A kind of server (vLLM, `transformers serve`) subclasses `ServerProcess` with its own
 readiness check and its own record (a dataclass written as server.json beside the log).
+Each server owns a temp directory (launchers.server_files), removed when it stops.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import subprocess
@@ -18,7 +18,8 @@ from typing import Any, Self
 import httpx
 
 from harness.errors import ServerError
-from launchers.process import stop_group, tail
+from launchers.process import stop_process, tail
+from launchers.server_files import ServerTempDir
 
 logger = logging.getLogger(__name__)
 
@@ -27,17 +28,25 @@ class ServerProcess:
     """A started server process and its log. Use as a context manager, or call `stop()`.
 
     `kind` names the server in messages ("vLLM", "transformers serve"); `info` is the
-    server's record, a dataclass with at least `mode`, `base_url` and `ready_after_s`.
+    server's record, a dataclass with at least `mode`, `base_url` and `ready_after_s`;
+    `temp_dir` is the server's TMPDIR.
     """
 
     kind = "server"
 
     def __init__(
-        self, process: subprocess.Popen, info: Any, log_path: Path, startup_timeout_s: float, stop_grace_s: float
+        self,
+        process: subprocess.Popen,
+        info: Any,
+        log_path: Path,
+        temp_dir: ServerTempDir,
+        startup_timeout_s: float,
+        stop_grace_s: float,
     ) -> None:
         self.process = process
         self.info = info
         self.log_path = log_path
+        self.temp_dir = temp_dir
         self.info_path = log_path.with_name("server.json")
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
@@ -69,10 +78,10 @@ class ServerProcess:
             raise ServerError(self.death_message(f"{self.kind} server exited with code {code}"))
 
     def stop(self) -> None:
-        """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
-        stop_group(self.process.pid, self.stop_grace_s)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
+        """SIGTERM the whole process group, SIGKILL after the grace period, remove the temp dir; idempotent."""
+        stop_process(self.process, self.stop_grace_s)
+        # After the group is gone: nothing is left to write there.
+        self.temp_dir.remove()
 
     def __enter__(self) -> Self:
         return self

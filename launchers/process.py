@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import subprocess
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
@@ -29,6 +32,21 @@ def ensure_port_free(host: str, port: int) -> None:
             sock.bind((host, port))
         except OSError as exc:
             raise UsageError(f"port {port} on {host} is already in use ({exc.strerror})") from exc
+
+
+def spawn(argv: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
+    """Start a server as a process group of its own (stopped as one), its output appended to `log_path`."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True
+        )
+
+
+def stop_process(process: subprocess.Popen, grace_s: float) -> None:
+    """Stop `process`'s whole group (`stop_group`) and reap it; idempotent."""
+    stop_group(process.pid, grace_s)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
 
 
 def group_members(pgid: int) -> list[psutil.Process]:

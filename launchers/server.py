@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import platform
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -23,7 +22,8 @@ from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.handle import ServerProcess
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
-from launchers.process import ensure_port_free, free_port, group_members
+from launchers.process import ensure_port_free, free_port, group_members, spawn, stop_process
+from launchers.server_files import VLLM_SOCKET_NAME_LEN, ServerTempDir, compile_cache_env, temp_env
 from launchers.spec import ServerSpec
 from launchers.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
 
@@ -39,8 +39,8 @@ SCHEDULER_CLASSES = {
 }
 STEP_LOG_FILE = "steps.jsonl"
 # vLLM makes its ZMQ sockets here and leaves them behind when its processes are
-# signalled: three per start, so /tmp gathered thousands. Each server gets its own
-# directory, removed on stop.
+# signalled: three per start, so /tmp gathered thousands. They go to the server's own
+# temp dir (launchers.server_files), even where the environment names another place.
 IPC_DIR_ENV = "VLLM_RPC_BASE_PATH"
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
 logger = logging.getLogger(__name__)
@@ -116,14 +116,16 @@ def build_command(
     step_log: Path | None = None,
     *,
     pythonpath: str | None = None,
-    ipc_dir: Path | None = None,
+    temp_dir: Path | None = None,
+    cache_dir: Path | None = None,
     inherited: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The exact argv and the environment overrides for a server; pure, no side effects.
 
     `step_log`: where the engine appends one line per step (none: not recorded).
     `pythonpath`: the PYTHONPATH the server would inherit; the project root goes first.
-    `ipc_dir`: where vLLM makes its ZMQ sockets (none: its default, the system temp dir).
+    `temp_dir`: the server's own temp dir, for its temp files and ZMQ sockets (none: the inherited one).
+    `cache_dir`: where torch's compile cache goes (none: torch's default, in the temp dir).
     `inherited`: the environment the server would inherit; a compile setting there wins.
     """
     async_scheduling = vllm_build.async_scheduling(spec.async_scheduling)
@@ -140,8 +142,10 @@ def build_command(
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
     if step_log is not None:
         env[STEP_LOG_ENV] = str(step_log)
-    if ipc_dir is not None:
-        env[IPC_DIR_ENV] = str(ipc_dir)
+    if temp_dir is not None:
+        env |= temp_env(temp_dir) | {IPC_DIR_ENV: str(temp_dir)}
+    if cache_dir is not None:
+        env |= compile_cache_env(cache_dir, inherited or {})
     # Every request's prompt is computed, as in the experiment we reproduce (vLLM had no
     # prefix cache in 2023). With it on, a repetition re-sends the same prompts and finds
     # most of them cached, so a run's cost depends on what ran before it
@@ -196,12 +200,11 @@ class ServerHandle(ServerProcess):
     kind = "vLLM"
 
     def __init__(
-        self, process: subprocess.Popen, info: ServerInfo, log_path: Path, spec: ServerSpec, ipc_dir: Path
+        self, process: subprocess.Popen, info: ServerInfo, log_path: Path, spec: ServerSpec, temp_dir: ServerTempDir
     ) -> None:
-        super().__init__(process, info, log_path, spec.startup_timeout_s, spec.stop_grace_s)
+        super().__init__(process, info, log_path, temp_dir, spec.startup_timeout_s, spec.stop_grace_s)
         self.info: ServerInfo = info
         self.spec = spec
-        self.ipc_dir = ipc_dir
 
     def processes(self) -> list[int]:
         """PIDs of every live process of the server's group (API server, engine, workers)."""
@@ -215,11 +218,6 @@ class ServerHandle(ServerProcess):
         roles = ", ".join(f"{p.role} cpus {p.cpus} nice {p.nice}" for p in placements if p.role != "helper")
         # A detail (server.json records it): below the progress lines the CLI shows.
         logger.debug("process layout %s: %s", layout, roles)
-
-    def stop(self) -> None:
-        """SIGTERM the whole process group, SIGKILL after the grace period; idempotent."""
-        super().stop()
-        shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
     def ready(self, client: httpx.Client) -> bool:
         """/health answers 200 and /v1/models lists the served model."""
@@ -257,7 +255,7 @@ def start(
     `log_dir`: where its log, server.json and step log go (default: a new runs/servers/ directory).
     Raises UsageError for what cannot be started (missing model, busy port, no vllm; a bad
     value already failed building the spec) and ServerError if the server dies or does
-    not become ready in time; either way no process is left behind. Progress lines
+    not become ready in time; either way no process and no temp file is left behind. Progress lines
     (starting, waiting, ready) go to this module's logger at INFO.
     """
     settings = Settings.from_env()
@@ -275,59 +273,48 @@ def start(
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "server.log"
     step_log = (directory / STEP_LOG_FILE).resolve()
-    # In the temp dir, not the run dir: a socket path must fit in 107 bytes.
-    ipc_dir = Path(tempfile.mkdtemp(prefix="batchbench-ipc-"))
-    argv, env_overrides = build_command(
-        spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath, ipc_dir=ipc_dir,
-        inherited=settings.environ,
-    )
-    try:
-        with log_path.open("ab") as log:
-            process = subprocess.Popen(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**settings.environ, **env_overrides},
-                start_new_session=True,
-            )
-    except BaseException:
-        shutil.rmtree(ipc_dir, ignore_errors=True)
-        raise
-    info = ServerInfo(
-        mode=spec.mode,
-        model=resolved.argument,
-        model_path=resolved.path,
-        load_format=resolved.load_format,
-        max_num_seqs=spec.max_num_seqs,
-        async_scheduling=vllm.async_scheduling(spec.async_scheduling),
-        batch_wait_s=spec.batch_wait_s,
-        base_url=f"http://{spec.host}:{port}",
-        argv=argv,
-        env_overrides=env_overrides,
-        vllm_distribution=vllm.distribution,
-        vllm_version=vllm.version,
-        pid=process.pid,
-        vllm_untested=support.marking() or None,
-        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        step_log=str(step_log),
-        profile=resolved.profile,
-        layers=resolved.layers,
-        dtype=resolved.served_dtype(vllm.is_cpu),
-    )
-    handle = ServerHandle(process, info, log_path, spec, ipc_dir)
-    handle.write_info()
-    logger.info(
-        f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument}) on {info.base_url}"
-    )
-    logger.info(f"model {resolved.argument}: {resolved.summary(cpu=vllm.is_cpu)}")
-    if not support.tested:
-        logger.warning(f"{support.marking()}: measuring anyway ({OVERRIDE_FLAG}); every report says so")
-    try:
+    # Undone if the start fails, Ctrl-C and SIGTERM included: nothing is left behind.
+    with contextlib.ExitStack() as on_failure:
+        temp_dir = on_failure.enter_context(ServerTempDir(VLLM_SOCKET_NAME_LEN))
+        argv, env_overrides = build_command(
+            spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath, temp_dir=temp_dir.path,
+            cache_dir=settings.cache_dir, inherited=settings.environ,
+        )
+        process = spawn(argv, {**settings.environ, **env_overrides}, log_path)
+        on_failure.callback(stop_process, process, spec.stop_grace_s)
+        info = ServerInfo(
+            mode=spec.mode,
+            model=resolved.argument,
+            model_path=resolved.path,
+            load_format=resolved.load_format,
+            max_num_seqs=spec.max_num_seqs,
+            async_scheduling=vllm.async_scheduling(spec.async_scheduling),
+            batch_wait_s=spec.batch_wait_s,
+            base_url=f"http://{spec.host}:{port}",
+            argv=argv,
+            env_overrides=env_overrides,
+            vllm_distribution=vllm.distribution,
+            vllm_version=vllm.version,
+            pid=process.pid,
+            vllm_untested=support.marking() or None,
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            step_log=str(step_log),
+            profile=resolved.profile,
+            layers=resolved.layers,
+            dtype=resolved.served_dtype(vllm.is_cpu),
+        )
+        handle = ServerHandle(process, info, log_path, spec, temp_dir)
+        handle.write_info()
+        logger.info(
+            f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument})"
+            f" on {info.base_url}"
+        )
+        logger.info(f"model {resolved.argument}: {resolved.summary(cpu=vllm.is_cpu)}")
+        if not support.tested:
+            logger.warning(f"{support.marking()}: measuring anyway ({OVERRIDE_FLAG}); every report says so")
         handle.wait_ready()
         handle.arrange(resolve_layout(spec.layout))
-    except BaseException:
-        handle.stop()
-        raise
-    handle.write_info()
-    return handle
+        handle.write_info()
+        # It serves: from now on its stop() stops it and removes its temp dir.
+        on_failure.pop_all()
+        return handle

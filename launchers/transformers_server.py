@@ -14,9 +14,11 @@ It loads real weights: a profile made for `--load-format dummy` cannot be served
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import platform
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +42,8 @@ from harness.systems import HfMode
 from harness.workload.limits import Seconds
 from launchers.handle import ServerProcess
 from launchers.models import ResolvedModel, parse_profile_argument, resolve_model
-from launchers.process import ensure_port_free, free_port
+from launchers.process import ensure_port_free, free_port, spawn, stop_process
+from launchers.server_files import ServerTempDir, compile_cache_env, temp_env
 from launchers.spec import as_usage_error
 
 logger = logging.getLogger(__name__)
@@ -141,12 +144,23 @@ def step_token_budget(spec: TransformersSpec, on_cpu: bool) -> int | None:
 
 
 def build_transformers_command(
-    spec: TransformersSpec, model: ResolvedModel, port: int, python: str, host_memory_bytes: int | None = None
+    spec: TransformersSpec,
+    model: ResolvedModel,
+    port: int,
+    python: str,
+    host_memory_bytes: int | None = None,
+    *,
+    temp_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    inherited: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The exact argv and environment overrides for a server; pure, no side effects.
 
     `host_memory_bytes`: this machine's memory when it has no GPU (the cache is then
     host memory, sized as a fraction of it); None on a GPU machine.
+    `temp_dir`: the server's own temp dir (none: the inherited one).
+    `cache_dir`: where torch's compile cache goes (none: torch's default, in the temp dir);
+    `inherited`, the environment the server would inherit, may place it instead.
     """
     argv = [python, "-m", "transformers.cli.transformers", "serve", model.path]
     argv += ["--host", spec.host, "--port", str(port), "--log-level", "info"]
@@ -159,6 +173,10 @@ def build_transformers_command(
             argv += ["--cb-max-memory-percent", f"{min(1.0, spec.cpu_cache_bytes / host_memory_bytes):.4f}"]
     # A local directory needs no hub: offline, a lookup cannot stall the start on a network timeout.
     env = {"HF_HUB_OFFLINE": "1"} if Path(model.path).is_dir() else {}
+    if temp_dir is not None:
+        env |= temp_env(temp_dir)
+    if cache_dir is not None:
+        env |= compile_cache_env(cache_dir, inherited or {})
     return argv, env
 
 
@@ -177,7 +195,7 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
 
     Raises UsageError for what cannot be started (busy port, a model without weights,
     transformers' serving extras missing) and ServerError if it dies or is not ready in
-    time; either way no process is left behind.
+    time; either way no process and no temp file is left behind.
     """
     check_servable(spec.model)
     settings = Settings.from_env()
@@ -191,36 +209,37 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "server.log"
     host_memory = None if Path(NVIDIA_CONTROL_DEVICE).exists() else psutil.virtual_memory().total
-    argv, env_overrides = build_transformers_command(spec, resolved, port, settings.server_python, host_memory)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**settings.environ, **env_overrides}, start_new_session=True,
+    # Undone if the start fails, Ctrl-C and SIGTERM included: nothing is left behind.
+    with contextlib.ExitStack() as on_failure:
+        temp_dir = on_failure.enter_context(ServerTempDir())
+        argv, env_overrides = build_transformers_command(
+            spec, resolved, port, settings.server_python, host_memory, temp_dir=temp_dir.path,
+            cache_dir=settings.cache_dir, inherited=settings.environ,
         )
-    info = TransformersServerInfo(
-        mode=spec.mode,
-        model=resolved.path,
-        model_path=resolved.path,
-        base_url=f"http://{spec.host}:{port}",
-        argv=argv,
-        env_overrides=env_overrides,
-        server_distribution="transformers",
-        server_version=version,
-        pid=process.pid,
-        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        continuous_batching=spec.mode == "hf-continuous",
-        max_batch_tokens=step_token_budget(spec, on_cpu=host_memory is not None),
-    )
-    handle = TransformersServer(process, info, log_path, spec.startup_timeout_s, spec.stop_grace_s)
-    handle.write_info()
-    logger.info(f"starting {SERVER_NAME} ({spec.mode}, model {resolved.argument}) on {info.base_url}")
-    try:
+        process = spawn(argv, {**settings.environ, **env_overrides}, log_path)
+        on_failure.callback(stop_process, process, spec.stop_grace_s)
+        info = TransformersServerInfo(
+            mode=spec.mode,
+            model=resolved.path,
+            model_path=resolved.path,
+            base_url=f"http://{spec.host}:{port}",
+            argv=argv,
+            env_overrides=env_overrides,
+            server_distribution="transformers",
+            server_version=version,
+            pid=process.pid,
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            continuous_batching=spec.mode == "hf-continuous",
+            max_batch_tokens=step_token_budget(spec, on_cpu=host_memory is not None),
+        )
+        handle = TransformersServer(process, info, log_path, temp_dir, spec.startup_timeout_s, spec.stop_grace_s)
+        handle.write_info()
+        logger.info(f"starting {SERVER_NAME} ({spec.mode}, model {resolved.argument}) on {info.base_url}")
         handle.wait_ready()
-    except BaseException:
-        handle.stop()
-        raise
-    handle.write_info()
-    return handle
+        handle.write_info()
+        # It serves: from now on its stop() stops it and removes its temp dir.
+        on_failure.pop_all()
+        return handle
 
 
 def probe_serving(python: str) -> str:

@@ -4,13 +4,15 @@ Per kind: how a request asks for an exact output length, how the tokens that arr
 are counted, and which health, model-list, tokenize and metrics endpoints exist.
 
 - `vllm`: `min_tokens` = `max_tokens` with `ignore_eos` force the length; `return_token_ids`
-  makes every chunk carry its token ids, which are the count (harness.driver.stream).
+  makes every chunk carry its token ids, which are the count (harness.driver.stream). A
+  stream without them fails (`no_token_ids`): its count would rest on the usage alone.
 - `transformers`: `transformers serve`. Its request schema refuses vLLM's fields (HTTP 422),
   and its chunks carry text only, with the count in the final usage. The length is forced
   through its own per-request `generation_config`: `eos_token_id` -1 turns end-of-sequence
   off (the one per-request stop its continuous batching reads besides `max_new_tokens`),
   and `min_new_tokens` = `max_new_tokens` holds its sequential `generate()` to the length.
-  The streamed text is re-tokenised with the run's tokenizer to cross-check the usage.
+  The streamed text is re-tokenised with the run's tokenizer to cross-check the usage: a
+  usage past what the text can hold fails (`usage_beyond_text`, harness.driver.stream.text_can_hold).
   It is pinned to one model, named by its path, and has no model list that names it.
 - `openai`: any other OpenAI-compatible server. Only standard fields are sent: the length
   is a cap, never forced, so no request of it counts as exact. The streamed text is
@@ -70,22 +72,23 @@ class Backend:
         """A short unstreamed completion's body, asking for `tokens` output tokens."""
         return {"model": model, "prompt": prompt, **self.length_fields(tokens)}
 
-    def length_exact(self, ok: bool, requested: int, arrived: int, usage_completion: int, retokenized: int,
-                     by_token_ids: bool = True) -> bool:
+    @property
+    def asks_token_ids(self) -> bool:
+        """Requests ask for each chunk's token ids: a stream without them is a fault."""
+        return bool(self.stream_fields.get("return_token_ids"))
+
+    def length_exact(self, ok: bool, requested: int, arrived: int, usage_completion: int, retokenized: int) -> bool:
         """Whether a request is known to have generated exactly `requested` tokens.
 
         Never for a kind that cannot force the length. Where token ids are counted, an ok
-        request is exact (its verdict compared ids, usage and length). Where only text
-        arrives, the usage, the count and the re-tokenised text must all agree: a server
-        whose usage claims n tokens while its text holds fewer is not exact. A kind that
-        counts token ids and keeps no text (vLLM) is exact only where the ids arrived
-        (`by_token_ids`): without them its count rests on the server's usage alone.
+        request is exact (its verdict compared ids, usage and length, and failed a stream
+        without ids). Where only text arrives, the usage, the count and the re-tokenised
+        text must all agree: a server whose usage claims n tokens while its text holds
+        fewer, but not so few that the request failed (usage_beyond_text), is not exact.
         """
         if not (ok and self.forces_length and arrived == requested):
             return False
-        if self.retokenizes:
-            return usage_completion == arrived == retokenized
-        return by_token_ids
+        return not self.retokenizes or usage_completion == arrived == retokenized
 
 
 def _vllm_length(tokens: int) -> dict[str, Any]:

@@ -21,6 +21,9 @@ MALFORMED_STREAM = "malformed_stream"
 ERROR_EVENT = "error_event"
 INCOMPLETE_STREAM = "incomplete_stream"
 USAGE_MISMATCH = "usage_mismatch"
+USAGE_DECREASED = "usage_decreased"
+USAGE_BEYOND_TEXT = "usage_beyond_text"
+NO_TOKEN_IDS = "no_token_ids"
 LENGTH_MISMATCH = "length_mismatch"
 CLIENT_ERROR = "client_error"
 NOT_SENT = "not_sent"
@@ -33,7 +36,10 @@ FAILURE_KINDS: dict[str, str] = {
     MALFORMED_STREAM: "an event was not UTF-8, not JSON, or not shaped like a completion chunk",
     ERROR_EVENT: "the stream carried an {\"error\": ...} event",
     INCOMPLETE_STREAM: "the stream ended without [DONE]",
-    USAGE_MISMATCH: "the server's usage count differs from the tokens that arrived",
+    USAGE_MISMATCH: "the server's usage count differs from the token ids that arrived",
+    USAGE_DECREASED: "the server's running usage fell below a count it had already given",
+    USAGE_BEYOND_TEXT: "no token ids: the server's usage claims more tokens than its streamed text can hold",
+    NO_TOKEN_IDS: "a vLLM stream carried no token ids, though the request asked for them (return_token_ids)",
     LENGTH_MISMATCH: "the tokens that arrived differ from the number asked for",
     CLIENT_ERROR: "the load user itself failed while handling the response",
     NOT_SENT: "never sent: the run was interrupted first",
@@ -75,13 +81,11 @@ def record_row(
     failure: Failure | None,
     backend: Backend = VLLM,
     retokenized: int = -1,
-    by_token_ids: bool = True,
 ) -> dict[str, Any]:
     """The records.parquet row of one request (columns: harness.rundir.records.RECORD_FIELDS).
 
     `usage` is the server's (prompt, completion) count, -1 where it gave none;
-    `retokenized` the streamed text's tokens by the run's tokenizer, -1 where not counted;
-    `by_token_ids`: the count is of token ids the server sent.
+    `retokenized` the streamed text's tokens by the run's tokenizer, -1 where not counted.
     """
     requested = item.requested_output_tokens
     return {
@@ -110,8 +114,7 @@ def record_row(
         "length_mismatch": arrived != requested,
         "length_forced": backend.forces_length,
         "retokenized_completion_tokens": retokenized,
-        "length_exact": backend.length_exact(failure is None, requested, arrived, usage[1], retokenized,
-                                             by_token_ids),
+        "length_exact": backend.length_exact(failure is None, requested, arrived, usage[1], retokenized),
     }
 
 

@@ -11,6 +11,11 @@ else one token per chunk with text. The server's final usage is kept beside the 
 never instead of it: when they disagree the request fails as a usage mismatch.
 For a server that sends no ids the reader can keep the streamed text, to be
 re-tokenised against its usage (harness.driver.backends).
+
+A usage that contradicts its stream fails the request, whatever the server: a count
+below one it gave earlier (`usage_decreased`); where ids were asked for, a stream
+without them (`no_token_ids`); where none arrived, a usage past what the streamed text
+can hold (`usage_beyond_text`, the rule in `text_can_hold`).
 """
 
 from __future__ import annotations
@@ -24,10 +29,20 @@ from harness.driver.outcome import (
     INCOMPLETE_STREAM,
     LENGTH_MISMATCH,
     MALFORMED_STREAM,
+    NO_TOKEN_IDS,
+    USAGE_BEYOND_TEXT,
+    USAGE_DECREASED,
     USAGE_MISMATCH,
     Failure,
 )
 from harness.driver.sse import SSEDecoder
+
+# Tokens a usage may claim per token its text shows: an honest stream's text shows at least
+# half of them (text_can_hold).
+CLAIMED_PER_SHOWN = 2
+# And a few more, for short outputs: a character left unfinished at the end of a stream is
+# up to 3 tokens of its bytes, held back by the server's detokenizer, so never streamed.
+TEXT_SLACK_TOKENS = 3
 
 
 class _Usage(BaseModel):
@@ -73,6 +88,8 @@ class StreamReader:
         self._pieces: list[str] | None = [] if keep_text else None
         self.token_times: list[float] = []
         self.by_token_ids = False
+        # Choices with text, counted until token ids arrive (they are the count from then on).
+        self.text_chunks = 0
         # The server's own counts, -1 until it gives them.
         self.usage_prompt = -1
         self.usage_completion = -1
@@ -101,23 +118,42 @@ class StreamReader:
             self._events += 1
             self._take(self._parse(payload), now)
 
-    def verdict(self, requested: int, forced: bool = True, sends_done: bool = True) -> Failure | None:
+    def verdict(self, requested: int, forced: bool = True, sends_done: bool = True, ids_asked: bool = False,
+                retokenized: int = -1) -> Failure | None:
         """After the body ended: None if the stream was complete and counted what was asked.
 
         `forced`: the request forced its length; else `requested` was only a cap, and an
         output of another length is no failure (an empty one still is).
         `sends_done`: the server ends a stream with [DONE]; else a finish_reason ends it.
+        `ids_asked`: the request asked for token ids; a stream that brought tokens but no ids fails.
+        `retokenized`: the kept text's tokens by the run's tokenizer, -1 where not counted;
+        where no ids arrived, a usage past what that text can hold fails (text_can_hold).
         """
         if sends_done and not self.done:
             return Failure(INCOMPLETE_STREAM, f"stream ended without [DONE] after {self.arrived} tokens")
         if not (sends_done or self.done or self.finished):
             return Failure(INCOMPLETE_STREAM, f"stream ended without a finish_reason after {self.arrived} tokens")
-        if self.by_token_ids and self.usage_completion >= 0 and self.usage_completion != self.arrived:
-            return Failure(
-                USAGE_MISMATCH, f"server usage says {self.usage_completion} tokens, {self.arrived} token ids arrived"
-            )
+        contradiction = self._usage_fault(ids_asked, retokenized)
+        if contradiction is not None:
+            return contradiction
         if self.arrived != requested and (forced or self.arrived == 0):
             return Failure(LENGTH_MISMATCH, f"{self.arrived} tokens arrived, {requested} were asked for")
+        return None
+
+    def _usage_fault(self, ids_asked: bool, retokenized: int) -> Failure | None:
+        """Where the count rests on ids that never came, or the usage contradicts what arrived."""
+        if self.by_token_ids:
+            if self.usage_completion >= 0 and self.usage_completion != self.arrived:
+                return Failure(USAGE_MISMATCH,
+                               f"server usage says {self.usage_completion} tokens, {self.arrived} token ids arrived")
+            return None
+        if ids_asked and self.arrived:
+            return Failure(NO_TOKEN_IDS, f"{self.arrived} tokens counted from usage or text: no chunk carried token"
+                                         " ids, though the request asked for them")
+        if retokenized >= 0 and self.usage_completion > text_can_hold(self.text_chunks, retokenized):
+            return Failure(USAGE_BEYOND_TEXT,
+                           f"server usage says {self.usage_completion} tokens; its text came in {self.text_chunks}"
+                           f" chunks and re-tokenises to {retokenized} tokens")
         return None
 
     def _parse(self, payload: bytes) -> StreamChunk:
@@ -150,6 +186,11 @@ class StreamReader:
             if usage.prompt_tokens is not None:
                 self.usage_prompt = usage.prompt_tokens
             counted = usage.completion_tokens
+            if counted is not None and counted < self.usage_completion:
+                # A count of tokens generated so far can only grow: one of the two is false.
+                raise StreamFault(Failure(
+                    USAGE_DECREASED, f"event {self._events}: usage says {counted} tokens after {self.usage_completion}"
+                ))
         new, with_ids = 0, False
         for choice in chunk.choices:
             if choice.finish_reason is not None:
@@ -163,17 +204,37 @@ class StreamReader:
             self.by_token_ids = True
         elif self.by_token_ids:
             new = 0
-        elif counted is not None:
-            # No ids from this server: its running usage is the only count there is.
-            new = max(counted - self.arrived, 0)
         else:
-            new = sum(bool(_text(choice)) for choice in chunk.choices)
+            texts = sum(bool(_text(choice)) for choice in chunk.choices)
+            self.text_chunks += texts
+            # No ids from this server: its running usage is the only count there is, else its chunks of text.
+            new = texts if counted is None else max(counted - self.arrived, 0)
         if counted is not None:
             self.usage_completion = counted
         if new == 1:
             self.token_times.append(now)
         elif new:
             self.token_times.extend([now] * new)
+
+
+def text_can_hold(text_chunks: int, retokenized: int) -> int:
+    """The most tokens a usage may claim beside a stream's text, where no token ids arrived.
+
+    The text shows its tokens two ways: its chunks with text (a server may stream one token
+    a chunk whatever the text re-tokenises to) and its count by the run's tokenizer (a
+    server may coalesce several tokens into one chunk); the larger is what it shows. An
+    honest usage can still exceed both: a token may decode to nothing (a special token the
+    server skips, bytes held back until a character is whole), and re-tokenising the whole
+    text may merge pieces the model generated apart. So the claim may reach twice what the
+    text shows, plus TEXT_SLACK_TOKENS: past that, more than half the tokens claimed (those
+    3 aside) left no trace, which no honest stream of ordinary text does; random ids of a
+    byte-level BPE, decoded as servers decode them, stay within it (tests/harness/driver/
+    test_backends.py). Within the limit, a usage that differs from the text is not failed,
+    but its row is not exact (Backend.length_exact). The price: a model whose output is
+    mostly tokens that decode to nothing cannot be told from a lie by its text; on vLLM its
+    token ids count it.
+    """
+    return CLAIMED_PER_SHOWN * max(text_chunks, retokenized) + TEXT_SLACK_TOKENS
 
 
 def _text(choice: _Choice) -> str:

@@ -123,8 +123,10 @@ class StreamingUser(User):
         except Exception as exc:  # noqa: BLE001 - whatever else breaks, the request still gets its row
             failure = Failure(CLIENT_ERROR, f"{type(exc).__name__}: {exc}")
         end = time.time()
+        retokenized = _retokenized(ctx.count_tokens, reader.text)
         if failure is None:
-            failure = reader.verdict(item.requested_output_tokens, backend.forces_length, backend.sends_done)
+            failure = reader.verdict(item.requested_output_tokens, backend.forces_length, backend.sends_done,
+                                     backend.asks_token_ids, retokenized)
         self._fire("E2E", end - sent, failure.line() if failure else "")
         if reader.token_times:
             self._fire("TTFT", reader.token_times[0] - sent, "")
@@ -135,9 +137,7 @@ class StreamingUser(User):
             end_s=end,
         )
         usage = (reader.usage_prompt, reader.usage_completion)
-        retokenized = _retokenized(ctx.count_tokens, reader.text)
-        row = record_row(item, ctx.worker, timing, status, reader.arrived, usage, failure, backend, retokenized,
-                         reader.by_token_ids)
+        row = record_row(item, ctx.worker, timing, status, reader.arrived, usage, failure, backend, retokenized)
         return row, reader.token_times
 
     def _fire(self, name: str, seconds: float, error: str) -> None:

@@ -73,10 +73,22 @@ def test_step_log_path_reaches_the_engine_environment(tmp_path):
     assert env["BATCHBENCH_STEP_LOG"] == str(tmp_path / "steps.jsonl")
 
 
-def test_vllm_sockets_go_to_the_servers_own_directory(tmp_path):
+def test_vllm_temp_files_and_sockets_go_to_the_servers_own_directory(tmp_path):
     spec = ServerSpec(mode="static", model="tiny", max_num_seqs=4)
-    _, env = build_command(spec, resolve_model("tiny"), 8123, "/usr/bin/python3", CPU, ipc_dir=tmp_path)
-    assert env["VLLM_RPC_BASE_PATH"] == str(tmp_path)
+    # A socket place in the environment would leave them behind: the server's own directory wins.
+    _, env = build_command(spec, resolve_model("tiny"), 8123, "/usr/bin/python3", CPU, temp_dir=tmp_path,
+                           inherited={"VLLM_RPC_BASE_PATH": "/elsewhere"})
+    assert {env[name] for name in ("TMPDIR", "TEMP", "TMP", "VLLM_RPC_BASE_PATH")} == {str(tmp_path)}
+
+
+def test_the_compile_cache_goes_under_the_harness_cache_unless_the_user_placed_it(tmp_path):
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=4)
+    tiny = resolve_model("tiny")
+    _, env = build_command(spec, tiny, 8123, "python", CPU, cache_dir=tmp_path)
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "torchinductor")
+    _, placed = build_command(spec, tiny, 8123, "python", CPU, cache_dir=tmp_path,
+                              inherited={"TORCHINDUCTOR_CACHE_DIR": "/fast/disk"})
+    assert "TORCHINDUCTOR_CACHE_DIR" not in placed
 
 
 def test_vllm_cpu_compiles_with_the_cache_that_loads_unless_the_user_chose():

@@ -45,6 +45,16 @@ def test_on_a_cpu_the_token_budget_per_step_is_the_launchers_unless_given():
     assert "--cb-max-memory-percent" not in sequential
 
 
+def test_its_temp_files_go_to_its_own_directory_and_the_compile_cache_to_the_harness_cache(tmp_path):
+    spec = TransformersSpec(mode="hf-continuous")
+    _, env = build_transformers_command(spec, HUB, 8001, "py", temp_dir=tmp_path / "tmp", cache_dir=tmp_path)
+    assert env == {"TMPDIR": str(tmp_path / "tmp"), "TEMP": str(tmp_path / "tmp"), "TMP": str(tmp_path / "tmp"),
+                   "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torchinductor")}
+    _, placed = build_transformers_command(spec, HUB, 8001, "py", cache_dir=tmp_path,
+                                           inherited={"TORCHINDUCTOR_CACHE_DIR": "/fast/disk"})
+    assert placed == {}
+
+
 def test_a_local_model_is_served_offline_a_hub_model_is_not():
     _, local = build_transformers_command(TransformersSpec(mode="hf-sequential"), TINY_DIR, 8001, "py")
     _, hub = build_transformers_command(TransformersSpec(mode="hf-sequential"), HUB, 8001, "py")

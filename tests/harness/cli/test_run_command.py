@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pandas as pd
 import psutil
@@ -180,6 +183,7 @@ def test_an_engine_crash_mid_run_is_recorded_by_run_and_reported_by_the_launcher
         assert "last 40 lines of" in str(raised.value)
         _, stderr = process.communicate(timeout=300)
     assert server.processes() == []
+    assert not server.temp_dir.path.exists()
     # The run records the fault as failed requests, not a crash of the harness.
     assert process.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr and "requests failed" in stderr
@@ -191,7 +195,7 @@ def test_an_engine_crash_mid_run_is_recorded_by_run_and_reported_by_the_launcher
 
 @pytest.mark.server
 @pytest.mark.ends_pooled_server("own_servers")
-def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers, tmp_path):
+def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers, tmp_path, request):
     servers.close()  # this run launches its own server; two would share the cores
     path = tmp_path / "long.yaml"
     # 16 x 1500 tokens at B = 4 keep the run going for ~30 s, past any stall of this process.
@@ -199,11 +203,15 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
         WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1500]").replace("num_requests: 12", "num_requests: 32")
     )
     out = tmp_path / "terminated"
+    # Its own temp dir, empty: the server's files and the command's own must all be gone after.
+    # A short path: vLLM's socket paths under it must fit in 107 bytes.
+    temp_root = Path(tempfile.mkdtemp(prefix="bbt-"))
+    request.addfinalizer(lambda: shutil.rmtree(temp_root, ignore_errors=True))
     before = {p.pid for p in psutil.process_iter()}
     process = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--launch", "continuous",
          "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temp_root)},
     )
     # The first 8-token requests finish at once and reach the journal within a second;
     # the 1500-token ones stream for several seconds more.
@@ -222,6 +230,7 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
         if p.pid not in before and "vllm" in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []
+    assert os.listdir(temp_root) == []
     manifest = json.loads((out / "manifest.json").read_text())
     assert not manifest["complete"]
     # Every planned request has its row: the finished ones kept, the rest saying why not.

@@ -166,6 +166,7 @@ def test_a_server_killed_mid_run_fails_what_it_owed_and_loses_none(servers, work
         os.killpg(server.pid, signal.SIGKILL)
         _, stderr = process.communicate(timeout=300)
         assert group_members(server.pid) == []
+    assert not server.temp_dir.path.exists()
     assert process.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr
     rows = pd.read_parquet(out / "records.parquet")

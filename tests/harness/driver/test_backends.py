@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from harness.driver.backends import BACKENDS, OPENAI, TRANSFORMERS, VLLM, Backend, text_token_counter
-from harness.driver.outcome import LENGTH_MISMATCH, Timing, record_row
+from harness.driver.outcome import LENGTH_MISMATCH, NO_TOKEN_IDS, USAGE_BEYOND_TEXT, Timing, record_row
 from harness.driver.stream import StreamReader
 from harness.driver.work import NO_WAVE, WorkItem
 from harness.workload.tokenizer_file import FileTokenizer
@@ -18,6 +20,8 @@ ITEM = WorkItem(
     request_id=3, prompt="hello there", planned_prompt_tokens=2, planned_output_tokens=5,
     requested_output_tokens=5, wave=NO_WAVE, arrival_s=None,
 )
+# A lie of one chunk claiming all 40 is past what its text can hold (harness.driver.stream.text_can_hold).
+LONG = replace(ITEM, requested_output_tokens=40)
 WORDS = ["<unk>", "a", "ba", "da", "ga"]
 
 
@@ -45,16 +49,16 @@ def request_body(item: WorkItem, model: str, endpoint: str, backend: Backend = V
     return backend.request_body(model, item.prompt, item.requested_output_tokens, endpoint)
 
 
-def row_of(backend: Backend, body: bytes) -> dict:
+def row_of(backend: Backend, body: bytes, item: WorkItem = ITEM, tokenizer: FileTokenizer | None = None) -> dict:
     """What the load user records for a request to `backend` whose response body is `body`."""
     reader = StreamReader(keep_text=backend.retokenizes)
     reader.feed(body, 1.0)
-    failure = reader.verdict(ITEM.requested_output_tokens, backend.forces_length)
     text = reader.text
-    retokenized = text_token_counter(words())(text) if text is not None else -1
+    retokenized = text_token_counter(tokenizer or words())(text) if text is not None else -1
+    failure = reader.verdict(item.requested_output_tokens, backend.forces_length, True, backend.asks_token_ids,
+                             retokenized)
     usage = (reader.usage_prompt, reader.usage_completion)
-    return record_row(ITEM, "w", Timing(), 200, reader.arrived, usage, failure, backend, retokenized,
-                      reader.by_token_ids)
+    return record_row(item, "w", Timing(), 200, reader.arrived, usage, failure, backend, retokenized)
 
 
 def test_vllm_requests_are_byte_for_byte_what_they_were():
@@ -116,16 +120,65 @@ def test_an_honest_text_stream_is_exact():
     assert row["length_forced"] and row["length_exact"]
 
 
-def test_usage_claiming_every_token_beside_one_character_of_text_is_not_exact():
-    """No token ids; the only text chunk is one character; the usage claims all 5 tokens asked for."""
-    body = text_stream(["a"], usage=5)
-    row = row_of(TRANSFORMERS, body)
-    assert row["retokenized_completion_tokens"] == 1 and row["usage_completion_tokens"] == 5
+def test_usage_claiming_every_token_beside_one_character_of_text_fails_for_every_backend():
+    """No token ids; the only text chunk is one character; the usage claims all 40 tokens asked for."""
+    body = text_stream(["a"], usage=40)
+    for backend in (TRANSFORMERS, OPENAI):
+        row = row_of(backend, body, LONG)
+        assert row["error_kind"] == USAGE_BEYOND_TEXT and not row["ok"] and not row["length_exact"]
+        assert (row["retokenized_completion_tokens"], row["usage_completion_tokens"]) == (1, 40)
+        assert row["error"] == "server usage says 40 tokens; its text came in 1 chunks and re-tokenises to 1 tokens"
+    # vLLM was asked for token ids: a stream without them fails before its text is weighed.
+    row = row_of(VLLM, body, LONG)
+    assert row["error_kind"] == NO_TOKEN_IDS and not row["ok"] and not row["length_exact"]
+
+
+def test_usage_a_token_past_the_text_stays_ok_but_not_exact():
+    """Within what text can hold (a token may decode to nothing), the row passes, marked not exact."""
+    row = row_of(TRANSFORMERS, text_stream(["a", " ba", " da", " ga"], usage=5))
+    assert row["ok"] and row["completion_tokens"] == 5 and row["retokenized_completion_tokens"] == 4
     assert not row["length_exact"]
-    # Counted the vLLM way the same bytes pass the verdict, on the usage alone: with no token ids, not exact either.
-    counted_by_usage = row_of(VLLM, body)
-    assert counted_by_usage["ok"] and counted_by_usage["completion_tokens"] == 5
-    assert not counted_by_usage["length_exact"]
+
+
+def byte_level_bpe() -> Tokenizer:
+    """A byte-level BPE of 1000 tokens (a quarter of them single bytes), trained on seeded words with
+    characters of 1 to 3 UTF-8 bytes: random ids of it decode to nothing more often than a real model's."""
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz" * 4 + "éüßñ" + "中文字"
+    corpus = [" ".join("".join(rng.choices(letters, k=rng.randint(1, 8))) for _ in range(50)) for _ in range(200)]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=1000, special_tokens=["<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tokenizer
+
+
+def test_honest_random_outputs_never_fail_one_token_a_chunk_or_coalesced():
+    """What a random-weights model streams: ids drawn at random, each decoded as servers do it
+    (incrementally, special tokens skipped, a character's bytes held back until whole), the
+    usage counting every id. Its text shows fewer tokens, or more; never few enough to fail."""
+    tokenizer = byte_level_bpe()
+    rng = random.Random(1)
+    shown = []
+    for n in [1, 2, 3, 4, 8, 40, 300] * 30:
+        stream = decoders.DecodeStream(skip_special_tokens=True)
+        pieces = [piece for piece in (stream.step(tokenizer, rng.randrange(tokenizer.get_vocab_size()))
+                                      for _ in range(n)) if piece]
+        item = replace(ITEM, requested_output_tokens=n)
+        for chunks in (pieces, ["".join(pieces)]):
+            row = row_of(TRANSFORMERS, text_stream(chunks, usage=n), item, FileTokenizer(tokenizer))
+            assert row["ok"], (n, chunks, row["error"])
+            shown.append(row["retokenized_completion_tokens"] / n)
+    # The draw did meet streams whose text shows far fewer tokens than were generated.
+    assert min(shown) == 0
+
+
+def test_vllm_with_its_token_ids_is_exact():
+    ids = b"".join(event({"choices": [{"text": "a", "token_ids": [1]}], "usage": {"completion_tokens": k}})
+                   for k in range(1, 6))
+    row = row_of(VLLM, ids + b"data: [DONE]\n\n")
+    assert row["ok"] and row["length_exact"] and row["retokenized_completion_tokens"] == -1
 
 
 def test_a_generic_server_is_never_exact_and_a_shorter_answer_is_no_failure():

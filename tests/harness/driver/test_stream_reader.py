@@ -11,9 +11,12 @@ from harness.driver.outcome import (
     INCOMPLETE_STREAM,
     LENGTH_MISMATCH,
     MALFORMED_STREAM,
+    NO_TOKEN_IDS,
+    USAGE_BEYOND_TEXT,
+    USAGE_DECREASED,
     USAGE_MISMATCH,
 )
-from harness.driver.stream import StreamFault, StreamReader
+from harness.driver.stream import StreamFault, StreamReader, text_can_hold
 
 
 def event(payload) -> bytes:
@@ -35,8 +38,8 @@ GOOD = (
 )
 
 
-def read(body: bytes, size: int | None = None) -> StreamReader:
-    reader = StreamReader()
+def read(body: bytes, size: int | None = None, keep_text: bool = False) -> StreamReader:
+    reader = StreamReader(keep_text)
     size = size or len(body) or 1
     for n, start in enumerate(range(0, len(body), size)):
         reader.feed(body[start : start + size], float(n))
@@ -133,3 +136,90 @@ def test_a_server_that_sends_no_done_ends_its_stream_with_a_finish_reason():
     assert cut is not None and cut.kind == INCOMPLETE_STREAM and "without a finish_reason after 2 tokens" in cut.message
     # [DONE] still ends a stream of a server said to send none.
     assert read(text + DONE).verdict(2, sends_done=False) is None
+
+
+def text_stream(pieces: list[str], usage: int | None, running: bool = False) -> bytes:
+    """A stream without token ids: one chunk per piece (with a running usage if `running`), then `usage` if given."""
+    body = b""
+    for k, piece in enumerate(pieces, 1):
+        payload: dict[str, object] = {"choices": [{"text": piece}]}
+        if running:
+            payload["usage"] = {"completion_tokens": k}
+        body += event(payload)
+    if usage is not None:
+        body += event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": usage}})
+    return body + DONE
+
+
+def test_text_holds_twice_what_it_shows_plus_three():
+    assert [text_can_hold(chunks, 3) for chunks in (0, 3, 5)] == [9, 9, 13]
+    # A merge across chunks does not lower it: each chunk may have carried a token.
+    assert text_can_hold(10, 7) == 23
+    # No text at all: an unfinished character's bytes, held back, are up to 3 tokens.
+    assert text_can_hold(0, 0) == 3
+
+
+def test_one_short_chunk_claiming_every_token_asked_is_usage_beyond_text():
+    reader = read(text_stream(["a"], 40), keep_text=True)
+    assert reader.arrived == 40 and reader.text == "a" and reader.text_chunks == 1
+    failure = reader.verdict(40, retokenized=1)
+    assert failure.kind == USAGE_BEYOND_TEXT
+    assert failure.message == "server usage says 40 tokens; its text came in 1 chunks and re-tokenises to 1 tokens"
+    # The same when the length is only a cap (an OpenAI-compatible server), and for a running usage.
+    assert reader.verdict(40, forced=False, retokenized=1).kind == USAGE_BEYOND_TEXT
+    running = event({"choices": [{"text": "a"}], "usage": {"completion_tokens": 40}}) + DONE
+    assert read(running).verdict(40, retokenized=1).kind == USAGE_BEYOND_TEXT
+
+
+def test_an_honest_text_stream_passes_one_token_a_chunk_or_coalesced():
+    pieces = ["a", " ba", " da", " ga", " a"] * 8
+    assert read(text_stream(pieces, 40)).verdict(40, retokenized=40) is None
+    assert read(text_stream(pieces, None, running=True)).verdict(40, retokenized=40) is None
+    # A starved server sends several tokens a chunk: its text re-tokenises to all of them.
+    coalesced = ["".join(pieces[k : k + 10]) for k in range(0, 40, 10)]
+    assert read(text_stream(coalesced, 40)).verdict(40, retokenized=40) is None
+
+
+def test_tokens_that_decode_to_nothing_pass_up_to_the_limit():
+    """A claim of up to twice what the text shows, plus 3, passes (the row is then not exact); one more fails."""
+    honest = read(text_stream(["a"] * 10, 23))
+    assert honest.verdict(23, retokenized=10) is None
+    assert read(text_stream(["a"] * 10, 24)).verdict(24, retokenized=10).kind == USAGE_BEYOND_TEXT
+    # Re-tokenising merged the ten chunks into fewer tokens: the chunks still show ten.
+    assert read(text_stream(["a"] * 10, 23)).verdict(23, retokenized=3) is None
+
+
+def test_without_a_retokenised_count_or_with_ids_the_text_is_not_weighed():
+    assert read(text_stream(["a"], 40)).verdict(40) is None
+    with_ids = chunk([1, 2, 3, 4], 4, text="a") + DONE
+    assert read(with_ids).verdict(4, retokenized=1) is None
+
+
+def test_a_running_usage_that_decreases_fails_at_once():
+    body = event({"choices": [{"text": "a"}], "usage": {"completion_tokens": 2}})
+    body += event({"choices": [{"text": "b"}], "usage": {"completion_tokens": 1}})
+    reader = StreamReader()
+    with pytest.raises(StreamFault) as caught:
+        reader.feed(body, 0.0)
+    assert caught.value.failure.kind == USAGE_DECREASED
+    assert caught.value.failure.message == "event 2: usage says 1 tokens after 2"
+    assert reader.arrived == 2
+
+
+def test_a_final_usage_below_the_running_one_decreases_too():
+    with pytest.raises(StreamFault) as caught:
+        read(chunk([1], 1) + chunk([2], 2) + event({"choices": [], "usage": {"completion_tokens": 1}}))
+    assert caught.value.failure.kind == USAGE_DECREASED
+    # A repeated count is no decrease: the final usage repeats the last running one.
+    assert read(GOOD).verdict(3) is None
+
+
+def test_a_stream_without_the_token_ids_asked_for_is_its_own_failure():
+    no_ids = text_stream(["a", "b", "c"], 3)
+    failure = read(no_ids).verdict(3, ids_asked=True)
+    assert failure.kind == NO_TOKEN_IDS and failure.message.startswith("3 tokens counted from usage or text")
+    # Counted by usage alone, without any text.
+    assert read(text_stream([], 3)).verdict(3, ids_asked=True).kind == NO_TOKEN_IDS
+    assert read(GOOD).verdict(3, ids_asked=True) is None
+    # Nothing arrived: the length is what is wrong.
+    assert read(DONE).verdict(3, ids_asked=True).kind == LENGTH_MISMATCH
