@@ -145,10 +145,10 @@ def _normalised(run: AssessedRun) -> float:
     return run.normalised.total_tok_s if run.normalised is not None else math.nan
 
 
-def _ratio(
+def run_ratio(
     a: Sequence[AssessedRun], b: Sequence[AssessedRun], value: Callable[[AssessedRun], float] = _measured_tok_s
 ) -> Estimate | None:
-    """a's `value` (total tok/s) over b's, paired by repetition when the runs were interleaved.
+    """a's `value` (total tok/s by default) over b's, paired by repetition when the runs were interleaved.
 
     A sweep runs repetition r of every system back to back, so the r-th runs of two
     systems share the machine's speed at that moment: the median of their ratios, with
@@ -203,10 +203,10 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
             if denominator not in systems:
                 continue
             a, b = systems[numerator].runs, systems[denominator].runs
-            ratio = _ratio(a, b)
+            ratio = run_ratio(a, b)
             if ratio is not None:
                 ratios[f"{numerator}/{denominator}"] = ratio
-            at_one_speed = _ratio(a, b, _normalised)
+            at_one_speed = run_ratio(a, b, _normalised)
             if at_one_speed is not None and all(run.normalised is not None for run in (*a, *b)):
                 normalised[f"{numerator}/{denominator}"] = at_one_speed
         members = [_member(system, systems[system])

@@ -10,6 +10,9 @@ Pure functions, no I/O. Definitions:
   idle gap before the next step (the batch is what it is until the next step).
 - Agreement: client generated_tok_s / engine generated_tok_s - 1. The client's window
   adds the network and streaming at both ends; on one machine that is milliseconds.
+- Queue wait ("waits at the door"): the start of the step that first admitted a request
+  minus its send time (one machine, one wall clock): how long it queued before any of its
+  work began.
 - Front-end starvation: the share of the engine window in which the batch had a free
   slot (running + waiting < B) while a request the client had already sent was not yet
   in the engine. Then the API server or the client, not the batching policy, set the
@@ -120,3 +123,12 @@ def front_end_starved_share(steps: pd.DataFrame, sent_s: np.ndarray, batch_size:
     free_slot = (ordered["running"] + ordered["waiting"]).to_numpy() < batch_size
     starved = free_slot & (sent_before > in_engine)
     return float(held[starved].sum() / held.sum()) if held.sum() > 0 else math.nan
+
+
+def queue_waits(records: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
+    """Per request_id: start of the step that first admitted it minus its send time (admitted requests only)."""
+    admitted = steps[["t_s", "admitted"]].explode("admitted").dropna(subset=["admitted"])
+    first = admitted.groupby(admitted["admitted"].astype(np.int64))["t_s"].min()
+    sent = records.set_index("request_id")["sent_s"]
+    both = sent.index.intersection(first.index)
+    return (first.loc[both] - sent.loc[both]).rename("queue_wait_s")

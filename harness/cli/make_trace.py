@@ -1,6 +1,7 @@
 """`batchbench make-trace --out FILE`: write a synthetic day of chat traffic as a trace.
 
-The trace is drawn by harness.workload.synthetic_trace.
+The trace is drawn by harness.workload.synthetic_trace; with `--conversations` its rows are
+the turns of chats (session, turn and think_s columns), for a `conversation:` replay.
 
 For replaying a production-shaped trace without a download: a workload YAML points at the
 file with `trace: {path: FILE, preset: azure}` (or mooncake, for that layout).

@@ -2,7 +2,9 @@
 
 Open loop: each item is sent at `start + arrival_s`, whoever picks it up. Closed loop:
 items go out as users free up. Naive waves: a wave's items go out together, and the
-next wave only once every request of the previous one has finished.
+next wave only once every request of the previous one has finished. A conversation's
+later turn (`after` set) is due at its previous turn's end plus its think time, not at
+its own arrival: the answer's time is the server's under test, the think time the user's.
 
 A run's duration ends only a closed loop (whose plan is a pool larger than the run
 needs): the items it did not reach are `not_due`, and say so. A scheduled item is
@@ -19,7 +21,7 @@ from typing import Protocol
 import gevent
 from gevent.event import Event
 
-from harness.driver.work import NO_WAVE, WorkItem
+from harness.driver.work import NO_TURN, NO_WAVE, WorkItem
 
 
 class WorkSource(Protocol):
@@ -74,6 +76,9 @@ class Dispatcher:
         # When each wave could go out (its predecessor done): a trace's wave is due at the later
         # of that and its last member's arrival, so its lateness is the client's alone.
         self._wave_opened: dict[int, float] = {}
+        # Each turn that another waits for, by request_id: set when it ends, and when that was.
+        self._answered: dict[int, Event] = {item.after: Event() for item in items if item.after != NO_TURN}
+        self._ended_s: dict[int, float] = {}
         self.handed_out: set[int] = set()
         self.completed = 0
         # Closed-loop items the duration made unnecessary, by request_id.
@@ -117,7 +122,11 @@ class Dispatcher:
             return item
 
     def scheduled_s(self, item: WorkItem) -> float | None:
-        """Absolute send time the plan asks for (None in a closed loop, and for waves but on a trace)."""
+        """Absolute send time the plan asks for (None in a closed loop, for waves but on a trace, and for a
+        later turn whose previous turn has not ended yet)."""
+        if item.after != NO_TURN:
+            ended = self._ended_s.get(item.after)
+            return None if ended is None else ended + item.think_s
         if item.arrival_s is None:
             return None
         assert self.start_s is not None, "scheduled_s before open()"
@@ -125,7 +134,10 @@ class Dispatcher:
         return max(due, self._wave_opened[item.wave]) if item.wave in self._wave_opened else due
 
     def wait_for_schedule(self, item: WorkItem) -> None:
-        """Sleep until the item's planned send time (no-op if it is due or unscheduled)."""
+        """Sleep until the item's planned send time (no-op if it is due or unscheduled); a later turn
+        first waits for its previous turn to end."""
+        if item.after != NO_TURN:
+            self._answered[item.after].wait()
         due = self.scheduled_s(item)
         if due is not None:
             self._sleep(max(0.0, due - self._clock()))
@@ -134,6 +146,10 @@ class Dispatcher:
         """Mark an item finished (whatever its outcome)."""
         self._in_flight -= 1
         self.completed += 1
+        if item.request_id in self._answered:
+            # Failed or not, the turn has ended: the next one's user reads what it got and thinks.
+            self._ended_s[item.request_id] = self._clock()
+            self._answered[item.request_id].set()
         if item.wave != NO_WAVE:
             self._wave_in_flight[item.wave] -= 1
             if self._wave_in_flight[item.wave] == 0:

@@ -13,6 +13,8 @@ if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_USERS; it should not pay for the 
     from harness.workload.plan import RequestPlan
 
 NO_WAVE = -1
+# A request that waits for no other's answer (not a conversation's later turn); also "not a conversation" for turn.
+NO_TURN = -1
 # Enough users that every CPU-sized burst goes out at once: with fewer users than
 # requests, the rest wait for a user whose stream has ended, and behind a slow API server
 # the engine then runs dry for seconds (docs/validation/process-layout.md).
@@ -37,6 +39,11 @@ class WorkItem:
     session: str = ""
     hash_ids: str = ""
     label: str = ""
+    # A conversation's turn: its number, and for a later turn the request_id whose answer it waits for and the
+    # think time after that answer's end at which it is due (harness.driver.dispatch).
+    turn: int = NO_TURN
+    after: int = NO_TURN
+    think_s: float = 0.0
 
 
 def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_size: int) -> list[WorkItem]:
@@ -69,6 +76,9 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
                 session=request.session or "",
                 hash_ids=request.hash_ids or "",
                 label=request.label or "",
+                turn=NO_TURN if request.turn is None else request.turn,
+                after=NO_TURN if request.after is None else request.after,
+                think_s=request.think_s or 0.0,
             )
         )
     return items
@@ -83,10 +93,17 @@ def _wave_arrivals(plan: RequestPlan, batch_size: int) -> list[float | None]:
 
 
 def requested_outputs(plan: RequestPlan, system: str, batch_size: int) -> list[int]:
-    """The tokens each request asks for: its planned output, or its naive wave's longest."""
+    """The tokens each request asks for: its planned output, or its naive wave's longest.
+
+    Refuses naive on a conversation: a wave in arrival order could hold a turn and the
+    turn whose answer it waits for, and a padded batch cannot send one after the other.
+    """
     outputs = [request.output_tokens for request in plan.requests]
     if system != "naive":
         return outputs
+    if plan.conversation:
+        raise UsageError("naive: a conversation cannot be sent in padded waves (a wave could hold a turn and the turn"
+                         " whose answer it waits for): run it on continuous or static")
     return [max(outputs[i - i % batch_size : i - i % batch_size + batch_size]) for i in range(len(outputs))]
 
 
@@ -97,11 +114,10 @@ def longest_requests(plan: RequestPlan, system: str, batch_size: int) -> list[in
 
 
 def check_fits(plan: RequestPlan, system: str, batch_size: int, max_model_len: int | None) -> None:
-    """Refuse a plan whose longest request (prompt + tokens asked for) exceeds the server's context."""
-    if max_model_len is None:
-        return
+    """Refuse a plan whose longest request (prompt + tokens asked for) exceeds the server's context,
+    and naive on a conversation (requested_outputs)."""
     longest = max(longest_requests(plan, system, batch_size), default=0)
-    if longest > max_model_len:
+    if max_model_len is not None and longest > max_model_len:
         raise UsageError(
             f"a request of {longest} tokens (prompt + output) exceeds the server's max_model_len {max_model_len}"
         )

@@ -181,6 +181,10 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     job.check(endpoints, server)
     out = job.out or default_out()
     specs = load_specs(list(job.workloads))
+    conversations = [spec.name for spec in specs if spec.trace is not None and spec.trace.conversation is not None]
+    if conversations and "naive" in job.systems:
+        raise UsageError(f"{', '.join(conversations)}: a conversation cannot be sent in naive's padded waves, which"
+                         " reproduce runs: replay it with `batchbench run --system continuous` and `--system static`")
 
     from harness.budget import JobClock
     from harness.driver.distributed.shard import cluster_spec

@@ -142,6 +142,9 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
     require_new_dir(job.out)
     store = None if job.history is None else HistoryStore(job.history)
     plan = build_plan(spec)
+    # What the plan refuses for this system (naive on a conversation) before a server starts; the context once
+    # the server says it.
+    check_fits(plan, system, server.max_num_seqs, None)
     cluster = cluster_spec(job.workers, parse_address(job.master_bind) if job.master_bind else None)
     if cluster is not None:
         check_workers(cluster.workers, user_count(plan, system, server.max_num_seqs, job.max_users))

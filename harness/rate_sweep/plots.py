@@ -60,22 +60,3 @@ def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mappin
     fig.suptitle("Latency against offered rate (hollow: the queue grew for the whole run; dashed: predicted;"
                  " dotted: knee)")
     return to_png(fig)
-
-
-def latency_cdf_plot(e2e_by_system: Mapping[str, np.ndarray], rate: float) -> bytes:
-    """The E2E latency CDF of each system's run at `rate`."""
-    fig = Figure(figsize=(7, 4.2))
-    ax = fig.subplots()
-    for system, values in e2e_by_system.items():
-        ordered = np.sort(values[np.isfinite(values)])
-        if ordered.size == 0:
-            continue
-        ax.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post",
-                color=SYSTEM_COLORS.get(system, "black"), label=system)
-    ax.set_xscale("log")
-    ax.set_xlabel("E2E latency (s)")
-    ax.set_ylabel("share of requests")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
-    ax.set_title(f"E2E latency CDF at {rate:g} requests/s")
-    return to_png(fig)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import theilslopes
 
+from harness.analysis.engine import queue_waits
 from harness.analysis.metrics import Percentiles, request_table
 from harness.analysis.stats import Estimate, median_ci
 
@@ -91,15 +92,6 @@ class RatePoint:
         unknown)."""
         low = self.wait_growth_low_s
         return max(0.0, low / WAIT_GROWTH_LIMIT_S) if math.isfinite(low) else 0.0
-
-
-def queue_waits(records: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
-    """Per request_id: start of the step that first admitted it minus its send time (admitted requests only)."""
-    admitted = steps[["t_s", "admitted"]].explode("admitted").dropna(subset=["admitted"])
-    first = admitted.groupby(admitted["admitted"].astype(np.int64))["t_s"].min()
-    sent = records.set_index("request_id")["sent_s"]
-    both = sent.index.intersection(first.index)
-    return (first.loc[both] - sent.loc[both]).rename("queue_wait_s")
 
 
 def measured_window(records: pd.DataFrame, warmup_s: float) -> pd.DataFrame:

@@ -10,12 +10,13 @@ from typing import Any
 
 from harness.rate_sweep.curve import KNEE_FACTOR
 from harness.rate_sweep.defaults import EXTRA_RATE_FACTOR, TRUSTED_MEASURE_S
-from harness.rate_sweep.plots import latency_cdf_plot, latency_curves_plot
+from harness.rate_sweep.plots import latency_curves_plot
 from harness.rate_sweep.point import WAIT_GROWTH_LIMIT_S, RatePoint
 from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SystemResult, queue_wait_ratio
 from harness.rate_sweep.schedule import MIN_BRACKET
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.format import num, pct, times, with_low
+from harness.report.plots import latency_cdf_plot
 from harness.report.render import write_blocks
 from harness.report.untested import untested_title, untested_vllm_blocks
 
@@ -69,8 +70,8 @@ def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
     blocks.append(Paragraph(_queue_text(result)))
     if result.cdf_rate is not None and result.cdf_e2e:
         blocks.append(Heading("Latency distribution below the knees"))
-        blocks.append(Image("latency-cdf", latency_cdf_plot(result.cdf_e2e, result.cdf_rate),
-                            f"E2E latency CDF at {result.cdf_rate:g} requests/s"))
+        title = f"E2E latency CDF at {result.cdf_rate:g} requests/s"
+        blocks.append(Image("latency-cdf", latency_cdf_plot(result.cdf_e2e, title), title))
     blocks.append(Heading("Every run"))
     blocks.append(Table(
         ("system", "offered (req/s)", "planned (req/s)", "sent (req/s)", "late p99 (ms)", "requests", "failed",

@@ -23,6 +23,7 @@ from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headli
 from harness.analysis.gap import gap_table
 from harness.analysis.levels import level_name
 from harness.analysis.step_predict import server_step_costs
+from harness.analysis.trace_replay import trace_replays
 from harness.calibration.marking import is_calibration_run
 from harness.errors import UsageError
 from harness.report.document import Block, Bullets, Paragraph
@@ -37,6 +38,7 @@ from harness.report.headline import (
 )
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_cost_summary import StepCostSummary
+from harness.report.trace import trace_blocks, trace_summary
 from harness.report.untested import untested_title, untested_vllm_blocks
 from harness.rundir.manifest import RunManifest, untested_vllm
 
@@ -103,6 +105,8 @@ def assemble_report(
         for row in rows if not row.stable
     ]
     table = gap_table([run.entry for run in chosen])
+    # A trace's shape and its latency gap lead: its arrivals are open loop, so throughput follows its rate.
+    replays = trace_replays(cells)
     paths = write_report(
         chosen,
         table,
@@ -114,13 +118,15 @@ def assemble_report(
             *untested_vllm_blocks(untested),
             *calibration_blocks([run.data.manifest for run in assessed]),
             *client_bound_blocks(assessed),
+            *trace_blocks(replays),
             *headline_blocks(rows, smoke, assessment.common_fit,
                             [run.normalised.speed for run in assessed if run.normalised is not None], table),
         ],
         details=cell_blocks(cells),
         blocked=blocked,
         summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial, "untested_vllm": untested,
-                                                              "stage": stage.line() if stage else None},
+                                                              "stage": stage.line() if stage else None,
+                                                              "traces": trace_summary(replays)},
         measured=[run.data.manifest for run in assessed],
         headline_ratio=PAIRED if paired_ratios(rows) else "",
     )

@@ -191,6 +191,51 @@ def slot_diagram_plot(output_tokens: Sequence[int], batch_size: int, diagrams: S
     return to_png(fig)
 
 
+def latency_cdf_plot(e2e_by_system: Mapping[str, np.ndarray], title: str) -> bytes:
+    """The E2E latency CDF of each system (its values in seconds; NaN ignored)."""
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.subplots()
+    for system, values in e2e_by_system.items():
+        ordered = np.sort(values[np.isfinite(values)])
+        if ordered.size == 0:
+            continue
+        ax.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post",
+                color=SYSTEM_COLORS.get(system, "black"), label=system)
+    ax.set_xscale("log")
+    ax.set_xlabel("E2E latency (s)")
+    ax.set_ylabel("share of requests")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    ax.set_title(title)
+    return to_png(fig)
+
+
+def trace_shape_plot(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
+                     window_s: float) -> bytes:
+    """A trace as replayed: requests/s per `window_s` over time, and the histograms of prompt and output lengths."""
+    fig = Figure(figsize=(11, 3.4))
+    rate_ax, prompt_ax, output_ax = fig.subplots(1, 3)
+    edges = np.arange(0.0, float(arrival_s.max()) + window_s, window_s) if arrival_s.size else np.array([0.0, 1.0])
+    counts, _ = np.histogram(arrival_s, bins=edges)
+    rate_ax.stairs(counts / window_s, edges, fill=True, color="#666666")
+    rate_ax.set_xlabel("time into the replay (s)")
+    rate_ax.set_ylabel(f"requests/s (per {window_s:g} s)")
+    rate_ax.set_title("arrivals")
+    for ax, values, title in ((prompt_ax, prompt_tokens, "prompt tokens"), (output_ax, output_tokens, "output tokens")):
+        positive = values[values > 0]
+        spread = positive.size > 0 and positive.max() > positive.min()
+        bins = np.geomspace(positive.min(), positive.max() + 1, 30) if spread else 10
+        ax.hist(positive, bins=bins, color="#666666")
+        ax.set_xscale("log")
+        ax.set_xlabel(title)
+        ax.set_ylabel("requests")
+        ax.set_title(f"{title}: p50 {np.median(values):,.0f}, max {values.max():,.0f}" if values.size else title)
+    for ax in (rate_ax, prompt_ax, output_ax):
+        ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return to_png(fig)
+
+
 def to_png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     # No "Software" text chunk: the same figure gives the same bytes across matplotlib builds.

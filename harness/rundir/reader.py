@@ -73,6 +73,10 @@ RECORD_DEFAULTS: dict[str, Any] = {
     "session": "",
     "hash_ids": "",
     "label": "",
+    # Before conversations: no row was a turn.
+    "turn": -1,
+    "after": -1,
+    "think_s": 0.0,
 }
 
 

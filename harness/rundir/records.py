@@ -41,6 +41,15 @@ RECORD_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "session": (pa.string(), "a trace's session or conversation id; empty when it has none"),
     "hash_ids": (pa.string(), "a trace's prefix hash ids, as a JSON list; empty when it has none"),
     "label": (pa.string(), "a trace's class label; empty when it has none"),
+    "turn": (pa.int64(), "a conversation's turn number in its session; -1 when not a conversation"),
+    "after": (
+        pa.int64(), "a conversation's later turn: the request_id of its previous turn, whose answer it waited for;"
+        " -1 for a first turn or not a conversation"
+    ),
+    "think_s": (
+        pa.float64(), "a conversation's later turn: seconds after its previous turn's end_s at which it was due"
+        " (scheduled_s = that end_s + think_s); 0 for a first turn or not a conversation"
+    ),
     "scheduled_s": (pa.float64(), "when the plan wanted it sent; NaN in a closed loop"),
     "sent_s": (pa.float64(), "when it was actually sent"),
     "lateness_s": (pa.float64(), "sent_s - scheduled_s: how far the client fell behind; NaN in a closed loop"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -28,6 +28,7 @@ from pydantic import (
 
 from harness.errors import UsageError
 from harness.validation import describe_validation_error
+from harness.workload.conversation import NO_PREDECESSOR, Turns, link_turns
 from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
 from harness.workload.spec import PoissonArrival, TraceArrival, WorkloadSpec
 from harness.workload.trace import TraceSource, read_trace
@@ -41,8 +42,8 @@ PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2
 CLOSED_LOOP_REQUESTS_PER_USER_SECOND = 10
 
 ARRIVAL_DECIMALS = 6
-# The fields only a trace's requests carry.
-TRACE_FIELDS = ("trace_row", "session", "hash_ids", "label")
+# The fields only a trace's requests carry (a conversation's: the last three).
+TRACE_FIELDS = ("trace_row", "session", "hash_ids", "label", "turn", "after", "think_s")
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,12 +68,18 @@ class PlannedRequest(_Frozen):
     session: str | None = Field(None, description="The trace's session or conversation id.")
     hash_ids: str | None = Field(None, description="The trace's prefix hash ids, as JSON.")
     label: str | None = Field(None, description="The trace's class label.")
+    # A conversation's turn (harness.workload.conversation); None elsewhere.
+    turn: NonNegativeInt | None = Field(None, description="The turn's number in its session.")
+    after: NonNegativeInt | None = Field(None, description="The index of the session's previous turn: this one is due"
+                                         " when that one's answer has ended, plus think_s (None: a first turn).")
+    think_s: NonNegativeFloat | None = Field(None, description="Seconds after the previous turn's answer ended at"
+                                             " which this turn is due (None: a first turn).")
 
-    @field_validator("arrival_s")
+    @field_validator("arrival_s", "think_s")
     @classmethod
-    def _round(cls, arrival_s: float | None) -> float | None:
+    def _round(cls, seconds: float | None) -> float | None:
         # Rounded on construction so the JSON text, and its hash, is the same everywhere.
-        return None if arrival_s is None else round(arrival_s, ARRIVAL_DECIMALS)
+        return None if seconds is None else round(seconds, ARRIVAL_DECIMALS)
 
 
 class RequestPlan(_Frozen):
@@ -101,7 +108,15 @@ class RequestPlan(_Frozen):
         closed = self.arrival == "closed"
         if any((r.arrival_s is None) != closed for r in self.requests):
             raise ValueError("requests: arrival_s must be null exactly when arrival is closed")
+        # A turn waits on an earlier one: the order the driver hands out items in cannot deadlock.
+        if any(r.after is not None and (r.after >= r.index or r.think_s is None) for r in self.requests):
+            raise ValueError("requests: a turn's after must be an earlier request's index, with a think_s")
         return self
+
+    @property
+    def conversation(self) -> bool:
+        """Whether some request waits for an earlier one's answer."""
+        return any(request.after is not None for request in self.requests)
 
     def to_json(self) -> bytes:
         """Canonical JSON (sorted keys, no spaces, UTF-8): byte-identical for equal plans."""
@@ -182,19 +197,29 @@ def _trace_plan(spec: WorkloadSpec, source: TraceSource) -> RequestPlan:
                          f" {MAX_DURATION_S:g} s: replay it faster (time_scale) or a shorter window (window_s)")
     optional = {name: getattr(rows, name) for name in ("session", "hash_ids", "label")}
     arrivals = np.zeros(len(rows)) if spec.arrival.kind == "burst" else rows.arrival_s
+    turns = link_turns(rows, source) if source.conversation is not None else None
+    prompts = rows.prompt_tokens if turns is None else turns.prompt_tokens
     return RequestPlan(
         spec_name=spec.name, seed=spec.seed, endpoint=spec.endpoint, arrival=spec.arrival.kind, users=None,
         duration_s=None,
         requests=tuple(
             PlannedRequest(
-                index=i, prompt_tokens=int(rows.prompt_tokens[i]), output_tokens=int(rows.output_tokens[i]),
+                index=i, prompt_tokens=int(prompts[i]), output_tokens=int(rows.output_tokens[i]),
                 arrival_s=float(arrivals[i]), trace_row=int(rows.row[i]),
                 **{name: None if values is None else values[i] for name, values in optional.items()},
+                **({} if turns is None else _turn_fields(turns, i)),
             )
             for i in range(len(rows))
         ),
         trace_clipped=rows.clipped,
     )
+
+
+def _turn_fields(turns: Turns, i: int) -> dict[str, Any]:
+    """Row i's conversation fields: its turn, and for a later turn the one it waits for and its think time."""
+    first = turns.after[i] == NO_PREDECESSOR
+    return {"turn": int(turns.turn[i]), "after": None if first else int(turns.after[i]),
+            "think_s": None if first else float(turns.think_s[i])}
 
 
 def _check_size(spec: WorkloadSpec) -> None:

@@ -76,10 +76,28 @@ class PromptFactory:
                 f"prompt length {n_tokens}: the tokenizer adds {self._overhead} special"
                 " token(s), so a prompt needs more than that to hold any text"
             )
-        rng = np.random.default_rng(
-            np.random.SeedSequence(self._seed, spawn_key=(PROMPT_TEXT_STREAM, index))
-        )
-        ids = self._draw(rng, n_tokens - self._overhead)
+        rng = self._rng(index)
+        return self._fit(self._draw(rng, n_tokens - self._overhead), n_tokens, index, rng)
+
+    def extend(self, prefix: str, n_tokens: int, index: int) -> str:
+        """`prefix` (a conversation's earlier turns), then new text, exactly `n_tokens` tokens in all.
+
+        The new text stands for the previous turn's answer and this turn's question: random
+        tokens, as every prompt's text is. Raises `UsageError` as `make` does, or if `prefix`
+        alone holds `n_tokens` tokens or more.
+        """
+        held = len(self._tokenizer.encode(prefix, add_special_tokens=True))
+        if n_tokens <= held:
+            raise UsageError(f"prompt length {n_tokens}: its earlier turns alone hold {held} tokens (request {index})")
+        rng = self._rng(index)
+        ids = self._tokenizer.encode(prefix, add_special_tokens=False) + self._draw(rng, n_tokens - held)
+        return self._fit(ids, n_tokens, index, rng)
+
+    def _rng(self, index: int) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=(PROMPT_TEXT_STREAM, index)))
+
+    def _fit(self, ids: list[int], n_tokens: int, index: int, rng: np.random.Generator) -> str:
+        """The text of `ids`, cut or extended at its end until it encodes to exactly `n_tokens` tokens."""
         for _ in range(MAX_ADJUSTMENTS):
             text = self._tokenizer.decode(ids)
             count = len(self._tokenizer.encode(text, add_special_tokens=True))
@@ -118,9 +136,19 @@ def make_prompts(
     tokenizer: TokenizerLike,
     verify: Callable[[str], int] | None = None,
 ) -> list[str]:
-    """One prompt per planned request, of its exact `prompt_tokens`, seeded by the plan."""
+    """One prompt per planned request, of its exact `prompt_tokens`, seeded by the plan.
+
+    A conversation's later turn carries its previous turn's prompt, then new text
+    (harness.workload.conversation says how long).
+    """
     factory = PromptFactory(tokenizer, plan.seed, verify=verify)
-    return [factory.make(request.prompt_tokens, request.index) for request in plan.requests]
+    prompts: list[str] = []
+    for request in plan.requests:
+        if request.after is None:
+            prompts.append(factory.make(request.prompt_tokens, request.index))
+        else:
+            prompts.append(factory.extend(prompts[request.after], request.prompt_tokens, request.index))
+    return prompts
 
 
 def _text_token_pool(tokenizer: TokenizerLike) -> np.ndarray:

@@ -7,6 +7,13 @@ prompt and output lengths are log-normal, correlated through a Gaussian copula (
 question tends to get a long answer), capped. Every figure is drawn from the seed, so a
 trace is a pure function of its settings. It is written in a public trace's own column
 layout, so it reads with that preset (harness.workload.trace.PRESETS).
+
+With `conversations`, the day's arrivals are the starts of chats instead: each chat has a
+geometric number of turns, and each later turn arrives a log-normal think time after the
+previous one (as if its answer took no time: a replay sends it think_s after the answer
+really ended, harness.workload.conversation). Its prompt length is the turn's new text;
+three more columns name the chat (`session`), the turn (`turn`, from 1) and the think time
+(`think_s`, 0 for a first turn).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from harness.workload.limits import Count, PositiveFinite, Seed
 TRACE_START = datetime(2026, 1, 5)
 # Tokens per prefix hash block, as in the Mooncake trace.
 HASH_BLOCK_TOKENS = 512
+# The columns a conversation trace adds, as written (harness.workload.trace.TraceColumns reads them by these roles).
+CONVERSATION_COLUMNS = ("session", "turn", "think_s")
 # Points of the day's clock: the rate's integral is inverted on this grid.
 CLOCK_POINTS = 4096
 
@@ -54,39 +63,82 @@ class SyntheticTrace(BaseModel):
         "azure", description="column layout: azure (CSV: TIMESTAMP, ContextTokens, GeneratedTokens) or mooncake"
         " (JSONL: timestamp in ms, input_length, output_length, hash_ids)",
     )
+    conversations: bool = Field(False, description="write chats of several turns (--rows counts their turns), with"
+                                " session, turn and think_s columns")
+    turns_mean: float = Field(3.0, ge=1, le=100, allow_inf_nan=False, description="mean turns per chat (geometric,"
+                              " at least 1), with --conversations")
+    think_median_s: PositiveFinite = Field(20.0, description="median think time before a later turn, trace seconds"
+                                           " (log-normal), with --conversations")
+    think_sigma: PositiveFinite = Field(0.8, description="log-normal sigma of the think times, with --conversations")
+    follow_up_median: Count = Field(48, description="median new prompt text of a later turn, tokens (its prompt sent"
+                                    " also carries the chat so far), with --conversations")
 
 
 def generate(settings: SyntheticTrace) -> dict[str, np.ndarray]:
-    """The trace's columns: arrival_s (seconds from its start), prompt_tokens, output_tokens (int64)."""
+    """The trace's columns: arrival_s (seconds from its start), prompt_tokens, output_tokens (int64); with
+    conversations also session (str), turn (int64) and think_s (float64), the rows in arrival order."""
     rng = np.random.default_rng(settings.seed)
-    arrivals = _arrivals(settings, rng)
+    chats = _chat_turns(settings, rng) if settings.conversations else np.ones(settings.rows, dtype=np.int64)
+    starts = _arrivals(settings.model_copy(update={"rows": len(chats)}), rng)
     normal = rng.standard_normal((settings.rows, 2))
     rho = settings.correlation
     z_prompt = normal[:, 0]
     z_output = rho * normal[:, 0] + math.sqrt(1 - rho * rho) * normal[:, 1]
-    prompt = _lognormal(settings.prompt_median, settings.prompt_sigma, settings.prompt_max, z_prompt)
     output = _lognormal(settings.output_median, settings.output_sigma, settings.output_max, z_output)
-    return {"arrival_s": arrivals, "prompt_tokens": prompt, "output_tokens": output}
+    if not settings.conversations:
+        prompt = _lognormal(settings.prompt_median, settings.prompt_sigma, settings.prompt_max, z_prompt)
+        return {"arrival_s": starts, "prompt_tokens": prompt, "output_tokens": output}
+    return _conversation_columns(settings, rng, chats, starts, z_prompt, output)
+
+
+def _chat_turns(settings: SyntheticTrace, rng: np.random.Generator) -> np.ndarray:
+    """Turns per chat: geometric of mean turns_mean, as many chats as fill `rows` turns (the last one cut)."""
+    turns = rng.geometric(1.0 / settings.turns_mean, settings.rows)
+    chats = int(np.searchsorted(np.cumsum(turns), settings.rows)) + 1
+    turns = turns[:chats]
+    turns[-1] -= int(turns.sum()) - settings.rows
+    return np.asarray(turns, dtype=np.int64)
+
+
+def _conversation_columns(settings: SyntheticTrace, rng: np.random.Generator, chats: np.ndarray, starts: np.ndarray,
+                          z_prompt: np.ndarray, output: np.ndarray) -> dict[str, np.ndarray]:
+    """The turns of every chat, in arrival order: a later turn arrives its think time after the previous one."""
+    chat = np.repeat(np.arange(len(chats)), chats)
+    turn = np.arange(settings.rows) - np.repeat(np.cumsum(chats) - chats, chats) + 1
+    think = np.where(turn > 1, np.exp(settings.think_sigma * rng.standard_normal(settings.rows))
+                     * settings.think_median_s, 0.0)
+    # Think times add up within a chat (its rows are consecutive here; a first turn thinks 0).
+    thought = np.cumsum(think)
+    arrival = starts[chat] + thought - np.repeat(thought[np.cumsum(chats) - chats], chats)
+    median = np.where(turn > 1, settings.follow_up_median, settings.prompt_median)
+    prompt = _lognormal(median, settings.prompt_sigma, settings.prompt_max, z_prompt)
+    order = np.argsort(arrival, kind="stable")
+    digits = len(str(len(chats)))
+    return {"arrival_s": arrival[order], "prompt_tokens": prompt[order],
+            "output_tokens": output[order], "session": np.array([f"chat{c:0{digits}d}" for c in chat[order]]),
+            "turn": turn[order].astype(np.int64), "think_s": np.round(think[order], 3)}
 
 
 def write_trace(settings: SyntheticTrace, path: Path) -> int:
     """Write the trace to `path` in its layout; the rows written."""
     columns = generate(settings)
+    chat = [name for name in CONVERSATION_COLUMNS if name in columns]
     path.parent.mkdir(parents=True, exist_ok=True)
-    if settings.layout == "azure":
-        with path.open("w", encoding="utf-8") as out:
-            out.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
-            for at, prompt, output in zip(columns["arrival_s"], columns["prompt_tokens"], columns["output_tokens"],
-                                          strict=True):
+    with path.open("w", encoding="utf-8") as out:
+        if settings.layout == "azure":
+            out.write(",".join(["TIMESTAMP", "ContextTokens", "GeneratedTokens", *chat]) + "\n")
+        for i, at in enumerate(columns["arrival_s"]):
+            prompt, output = int(columns["prompt_tokens"][i]), int(columns["output_tokens"][i])
+            extra = [columns[name][i].item() for name in chat]
+            if settings.layout == "azure":
                 stamp = TRACE_START + timedelta(seconds=float(at))
-                out.write(f"{stamp:%Y-%m-%d %H:%M:%S.%f}0,{prompt},{output}\n")
-    else:
-        with path.open("w", encoding="utf-8") as out:
-            for at, prompt, output in zip(columns["arrival_s"], columns["prompt_tokens"], columns["output_tokens"],
-                                          strict=True):
-                blocks = list(range(math.ceil(int(prompt) / HASH_BLOCK_TOKENS)))
-                out.write(json.dumps({"timestamp": int(round(at * 1000)), "input_length": int(prompt),
-                                      "output_length": int(output), "hash_ids": blocks}) + "\n")
+                out.write(",".join([f"{stamp:%Y-%m-%d %H:%M:%S.%f}0", str(prompt), str(output), *map(str, extra)])
+                          + "\n")
+            else:
+                blocks = list(range(math.ceil(prompt / HASH_BLOCK_TOKENS)))
+                record = {"timestamp": int(round(at * 1000)), "input_length": prompt, "output_length": output,
+                          "hash_ids": blocks, **dict(zip(chat, extra, strict=True))}
+                out.write(json.dumps(record) + "\n")
     return settings.rows
 
 
@@ -103,6 +155,6 @@ def _arrivals(settings: SyntheticTrace, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(np.interp(operational, clock, grid), dtype=np.float64)
 
 
-def _lognormal(median: int, sigma: float, cap: int, z: np.ndarray) -> np.ndarray:
+def _lognormal(median: int | np.ndarray, sigma: float, cap: int, z: np.ndarray) -> np.ndarray:
     values = np.rint(median * np.exp(sigma * z)).astype(np.int64)
     return np.asarray(np.clip(values, 1, cap), dtype=np.int64)

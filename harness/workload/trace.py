@@ -5,7 +5,8 @@ A trace is a CSV, JSONL or Parquet file. `TraceSource` names the file, how its c
 Mooncake trace), and which part of it is replayed how fast. `read_trace` streams the file
 in batches and stops at the last row it needs, so the first 10,000 requests of a
 million-row trace are read without the rest. Every row is checked as it is read; a bad
-row is one line naming the file, the row and what is wrong.
+row is one line naming the file, the row and what is wrong. With `conversation:` the rows
+of a session are the turns of one chat (harness.workload.conversation links them).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.errors import UsageError
-from harness.workload.limits import MAX_REQUESTS, Count, PositiveFinite, Seconds
+from harness.workload.limits import MAX_REQUESTS, Count, NonNegativeSeconds, PositiveFinite, Seconds
 
 TraceFormat = Literal["csv", "jsonl", "parquet"]
 TimeUnit = Literal["s", "ms", "datetime"]
@@ -29,6 +30,8 @@ TimeUnit = Literal["s", "ms", "datetime"]
 BATCH_ROWS = 65_536
 # Bytes looked at to tell text from a binary file.
 SNIFF_BYTES = 8192
+# The numeric columns only a conversation reads.
+CONVERSATION_COLUMNS = ("turn", "think_s")
 
 
 class _Frozen(BaseModel):
@@ -44,6 +47,10 @@ class TraceColumns(_Frozen):
     session: str | None = Field(None, description="A session or conversation id, kept in the records.")
     hash_ids: str | None = Field(None, description="Prefix block hash ids (a list), kept in the records.")
     label: str | None = Field(None, description="A class label (a tenant, an application), kept in the records.")
+    turn: str | None = Field(None, description="A conversation's turn number within its session, counting up by one"
+                             " (conversation only; default: the session's rows in order).")
+    think_s: str | None = Field(None, description="Seconds the user thought between the previous turn's answer and"
+                                " this turn, on the trace's clock (conversation only; default: conversation.think_s).")
 
     def named(self) -> dict[str, str]:
         """Each column the file must have, by what it holds."""
@@ -59,6 +66,13 @@ PRESETS: dict[str, tuple[TraceColumns, TimeUnit]] = {
     "mooncake": (TraceColumns(arrival="timestamp", prompt_tokens="input_length", output_tokens="output_length",
                               hash_ids="hash_ids"), "ms"),
 }
+
+
+class Conversation(_Frozen):
+    """Replay each session as a chat: a turn waits for the previous turn's answer, and its prompt carries it."""
+
+    think_s: NonNegativeSeconds = Field(0.0, description="Think time before each later turn, trace seconds (scaled"
+                                        " like the arrivals), where the trace has no think_s column.")
 
 
 class TraceSource(_Frozen):
@@ -85,6 +99,10 @@ class TraceSource(_Frozen):
     over_limit: Literal["refuse", "clip"] = Field("refuse", description="A row over max_tokens: refuse the trace,"
                                                   " naming how many; or clip its output (then its prompt) and"
                                                   " count it.")
+    conversation: Conversation | None = Field(None, description="Replay the sessions as conversations (needs a"
+                                              " session column): turn k is sent think_s after turn k-1's answer"
+                                              " ended, its prompt the earlier turns' prompts and answers, then its"
+                                              " own text.")
 
     @field_validator("path")
     @classmethod
@@ -98,6 +116,20 @@ class TraceSource(_Frozen):
             raise ValueError("columns: give a preset (azure, mooncake) or the columns")
         if self.rate is not None and self.time_scale != 1.0:
             raise ValueError("rate, time_scale: give one (a rate derives its own time scale)")
+        return self._conversation_consistent()
+
+    def _conversation_consistent(self) -> TraceSource:
+        mapping = self.mapping
+        if self.conversation is None:
+            turned = [role for role in CONVERSATION_COLUMNS if getattr(mapping, role) is not None]
+            if turned:
+                raise ValueError(f"columns.{turned[0]}: read only for a conversation: add conversation: {{}}")
+            return self
+        if mapping.session is None:
+            raise ValueError("conversation: needs a session column (columns.session) naming each row's chat")
+        if self.over_limit == "clip":
+            raise ValueError("over_limit: clip does not apply to a conversation (clipping one turn would change every"
+                             " later turn's prompt): a conversation over max_tokens is refused")
         return self
 
     @property
@@ -131,6 +163,10 @@ class TraceRows:
     session: list[str] | None
     hash_ids: list[str] | None
     label: list[str] | None
+    # A conversation's columns: turn numbers (int64, where the trace has them) and think times (float64,
+    # seconds on the replay's clock, scaled like the arrivals; conversation.think_s where the trace has none).
+    turn: np.ndarray | None
+    think_s: np.ndarray | None
     # Rows over max_tokens that were clipped (over_limit: clip).
     clipped: int
 
@@ -167,6 +203,9 @@ class _Collector:
         self.count = 0
         self.kept: dict[str, list[np.ndarray]] = {"time": [], "prompt": [], "output": [], "row": []}
         self.texts: dict[str, list[str]] = {role: [] for role in ("session", "hash_ids", "label")}
+        # A conversation's numeric columns, those the trace maps.
+        self.numbers: dict[str, list[np.ndarray]] = {role: [] for role in CONVERSATION_COLUMNS
+                                                     if role in source.mapping.named()}
 
     def add(self, batch: dict[str, Any]) -> bool:
         """Take one batch (columns by role); False once no later row can be replayed."""
@@ -189,6 +228,8 @@ class _Collector:
         for role, texts in self.texts.items():
             if role in batch:
                 texts.extend(_text(batch[role][i]) for i in take)
+        for role, numbers in self.numbers.items():
+            numbers.append(self._conversation_column(batch[role], rows, take, role))
         self.count += len(take)
         if self.count > self.cap:
             if self.limit is None:
@@ -210,12 +251,19 @@ class _Collector:
         prompt, output, clipped = self._fit(prompt, output, row)
         mapping = self.source.mapping.named()
         offset = np.maximum(time - self.source.start_s, 0.0)
+        scale = self._time_scale(offset)
+        numbers = {role: np.concatenate(parts) for role, parts in self.numbers.items()}
+        conversation = self.source.conversation
+        # A conversation without a think_s column thinks its default before every turn.
+        think = numbers.get("think_s", None if conversation is None else np.full(len(row), conversation.think_s))
         return TraceRows(
-            arrival_s=offset / self._time_scale(offset),
+            arrival_s=offset / scale,
             prompt_tokens=prompt, output_tokens=output, row=row,
             session=self.texts["session"] if "session" in mapping else None,
             hash_ids=self.texts["hash_ids"] if "hash_ids" in mapping else None,
             label=self.texts["label"] if "label" in mapping else None,
+            turn=numbers["turn"].astype(np.int64) if "turn" in numbers else None,
+            think_s=None if think is None else think / scale,
             clipped=clipped,
         )
 
@@ -238,6 +286,8 @@ class _Collector:
             self.kept[name] = [np.concatenate(parts)[:count]]
         for role, texts in self.texts.items():
             self.texts[role] = texts[:count]
+        for role, numbers in self.numbers.items():
+            self.numbers[role] = [np.concatenate(numbers)[:count]]
         self.count = count
 
     def _seconds(self, values: Any) -> np.ndarray:
@@ -276,6 +326,20 @@ class _Collector:
                              f" tokens of at least 1, got {_shown(numbers[at])}")
         return np.asarray(numbers.astype(np.int64))
 
+    def _conversation_column(self, values: np.ndarray, rows: np.ndarray, take: np.ndarray, role: str) -> np.ndarray:
+        """A turn (a whole number, at least 0) or a think time (seconds, at least 0), checked row by row."""
+        numbers = np.asarray(values, dtype=np.float64)[take]
+        bad = ~np.isfinite(numbers) | (numbers < 0)
+        if role == "turn":
+            bad |= numbers != np.round(numbers)
+        if np.any(bad):
+            at = int(np.flatnonzero(bad)[0])
+            column = getattr(self.source.mapping, role)
+            what = "a whole number of at least 0" if role == "turn" else "a number of seconds of at least 0"
+            raise UsageError(f"{self.source.path}: row {int(rows[take[at]]) + 1}: {column} must be {what}, got"
+                             f" {_shown(numbers[at])}")
+        return np.asarray(numbers)
+
     def _fit(self, prompt: np.ndarray, output: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         limit = self.source.max_tokens
         if limit is None:
@@ -296,7 +360,8 @@ def _batches(source: TraceSource) -> Iterator[dict[str, Any]]:
     """The file's rows in batches, each a dict of columns by role: numbers as float arrays (NaN where
     a value is missing or not a number), the rest as lists."""
     mapping = source.mapping.named()
-    numeric = {"prompt_tokens", "output_tokens"} | (set() if source.unit == "datetime" else {"arrival"})
+    numeric = {"prompt_tokens", "output_tokens", *CONVERSATION_COLUMNS} | (set() if source.unit == "datetime"
+                                                                          else {"arrival"})
     if source.file_format == "jsonl":
         yield from _jsonl_batches(source.path, mapping, numeric)
         return

@@ -4,7 +4,9 @@ Open loop (burst, poisson): every request has its own planned offset from the ru
 start, so the plan splits cleanly. Request j of the send order goes to worker j mod N,
 and each worker sends its share at the planned offsets from one common start instant
 (harness.driver.distributed). Round robin keeps every worker's share spread evenly
-over the run, so no worker takes all of a busy stretch.
+over the run, so no worker takes all of a busy stretch. A conversation's later turns go
+to the worker of its first turn: a turn waits for the previous one's answer, which only
+that worker sees end; its first turns are dealt round robin.
 
 Closed loop and naive waves: what goes out next depends on what has finished, across
 all workers. A closed loop owes only the requests its duration reached, and those must
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.driver.work import NO_WAVE, WorkItem
+from harness.driver.work import NO_TURN, NO_WAVE, WorkItem
 from harness.errors import UsageError
 
 
@@ -67,7 +69,22 @@ def shard_work(items: Sequence[WorkItem], workers: int) -> list[Shard]:
         raise ValueError(f"workers must be at least 1, got {workers}")
     if is_central(items):
         return [Shard(worker, (), True) for worker in range(workers)]
-    return [Shard(worker, tuple(items[worker::workers]), False) for worker in range(workers)]
+    owners = _owners(items, workers)
+    return [Shard(worker, tuple(item for item, owner in zip(items, owners, strict=True) if owner == worker), False)
+            for worker in range(workers)]
+
+
+def _owners(items: Sequence[WorkItem], workers: int) -> list[int]:
+    """Each item's worker: round robin over the items that wait for no other, a later turn its first turn's."""
+    by_id: dict[int, int] = {}
+    dealt = 0
+    for item in items:
+        if item.after == NO_TURN:
+            by_id[item.request_id] = dealt % workers
+            dealt += 1
+        else:
+            by_id[item.request_id] = by_id[item.after]
+    return [by_id[item.request_id] for item in items]
 
 
 def check_workers(workers: int, users: int) -> None:

@@ -69,3 +69,19 @@ def test_every_row_of_a_trace_is_a_record_with_its_arrival_lengths_and_ids(serve
     # Against the first wave's earliest send (a wave's members go out within a few ms of each other).
     sent = naive["sent_s"].to_numpy()
     assert np.all(sent - sent[waves == 0].min() >= last_arrival - last_arrival[0] - 5e-3)
+
+    # The report on the trace: its shape first, then each system's latency from the trace's arrivals.
+    report = tmp_path / "report"
+    analyzed = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", str(tmp_path / "continuous"),
+                               str(tmp_path / "naive"), "--out", str(report)], capture_output=True, text=True,
+                              timeout=600)
+    assert analyzed.returncode == 0, analyzed.stderr[-2000:]
+    (trace,) = json.loads((report / "summary.json").read_text())["traces"]
+    assert (trace["shape"]["requests"], trace["shape"]["source"]) == (ROWS, "log.jsonl")
+    assert trace["shape"]["span_s"] == pytest.approx(expected[-1])
+    systems = {system["system"]: system for system in trace["systems"]}
+    assert set(systems) == {"continuous", "naive"} and systems["continuous"]["e2e_ratio_to_continuous"] is None
+    # Naive's rows wait for their wave: from the trace's arrival, its median E2E is longer than continuous's.
+    assert systems["naive"]["e2e_ratio_to_continuous"]["point"] > 1
+    markdown = (report / "report.md").read_text()
+    assert markdown.index("## The trace: log (log.jsonl)") < markdown.index("## Throughput")

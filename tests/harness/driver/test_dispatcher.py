@@ -9,9 +9,10 @@ from __future__ import annotations
 import time
 
 import gevent
+import pytest
 
 from harness.driver.dispatch import Dispatcher
-from harness.driver.work import NO_WAVE, WorkItem
+from harness.driver.work import NO_TURN, NO_WAVE, WorkItem
 
 
 def item(i: int, wave: int = NO_WAVE, arrival: float | None = None) -> WorkItem:
@@ -100,3 +101,37 @@ def test_the_default_clock_is_the_wall_clock_records_share():
     dispatcher = Dispatcher([item(0)])
     before = time.time()
     assert before <= dispatcher.open() <= time.time()
+
+
+def turn(i: int, arrival: float, after: int = NO_TURN, think_s: float = 0.0) -> WorkItem:
+    return WorkItem(i, "p", 8, 10, 10, NO_WAVE, arrival, session="s", turn=1, after=after, think_s=think_s)
+
+
+# Two chats: 0 -> 2 -> 4 and 1 -> 3. Later turns' trace arrivals come before their predecessors could end.
+CHATS = [turn(0, 0.0), turn(1, 0.05), turn(2, 0.1, after=0, think_s=0.3), turn(3, 0.15, after=1, think_s=0.1),
+         turn(4, 0.2, after=2, think_s=0.2)]
+SERVICE_S = {0: 0.5, 1: 0.25, 2: 0.125, 3: 0.0625, 4: 0.03125}
+
+
+@pytest.mark.parametrize("users", [1, 2, 5])
+def test_no_turn_goes_out_before_its_previous_turn_ended_plus_its_think_time(simulated_time, users):
+    dispatcher = dispatcher_on(simulated_time, CHATS)
+    scheduled: dict[int, float | None] = {}
+
+    def service_s(work: WorkItem) -> float:
+        scheduled[work.request_id] = dispatcher.scheduled_s(work)
+        return SERVICE_S[work.request_id]
+
+    log = drive(dispatcher, simulated_time, users, service_s)
+    start = {rid: t for kind, rid, t in log if kind == "start"}
+    end = {rid: t for kind, rid, t in log if kind == "end"}
+    assert dispatcher.completed == len(CHATS)
+    for work in CHATS:
+        if work.after == NO_TURN:
+            assert scheduled[work.request_id] == dispatcher.start_s + work.arrival_s
+        else:
+            # Due exactly at the previous answer's end plus the think time, and sent no earlier.
+            assert scheduled[work.request_id] == end[work.after] + work.think_s
+            assert start[work.request_id] >= end[work.after] + work.think_s
+    if users == 5:  # a user for each: every turn goes out the moment it is due
+        assert start[4] == pytest.approx(dispatcher.start_s + 0.5 + 0.3 + 0.125 + 0.2)

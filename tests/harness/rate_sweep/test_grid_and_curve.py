@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.analysis.engine import queue_waits
 from harness.rate_sweep.curve import SloSeconds, held_rate, knee_rate
 from harness.rate_sweep.grid import (
     RUN_OVERHEAD_S,
@@ -21,7 +22,7 @@ from harness.rate_sweep.grid import (
     rate_spec,
     saturation_rate,
 )
-from harness.rate_sweep.point import RatePoint, measure_point, queue_waits
+from harness.rate_sweep.point import RatePoint, measure_point
 from harness.rate_sweep.report import write_rate_report
 from harness.rate_sweep.result import RateSweepResult, SweepSettings, cdf_rate, queue_wait_ratio, system_result
 from harness.rate_sweep.schedule import RateSchedule

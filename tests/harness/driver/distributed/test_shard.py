@@ -8,7 +8,7 @@ from gevent.event import Event
 
 from harness.driver.dispatch import Dispatcher
 from harness.driver.distributed.shard import check_workers, cluster_spec, is_central, shard_work
-from harness.driver.work import build_work
+from harness.driver.work import NO_TURN, NO_WAVE, WorkItem, build_work
 from harness.errors import UsageError
 from harness.workload import WorkloadSpec, build_plan
 
@@ -102,3 +102,17 @@ def test_more_workers_than_users_is_refused():
 def test_zero_workers_is_not_a_sharding():
     with pytest.raises(ValueError):
         shard_work(items_for(), 0)
+
+
+def test_a_conversations_later_turns_go_to_the_worker_of_its_first_turn():
+    # Chats start at 0, 1, 3 and 4; 2 follows 0, 5 follows 2, 6 follows 3.
+    after = {2: 0, 5: 2, 6: 3}
+    items = [WorkItem(i, "p", 8, 4, 4, NO_WAVE, 0.1 * i, after=after.get(i, NO_TURN), think_s=0.5 if i in after else 0)
+             for i in range(7)]
+    shards = shard_work(items, 2)
+    owner = {item.request_id: shard.worker for shard in shards for item in shard.items}
+    assert sorted(owner) == list(range(7))
+    # First turns dealt round robin; each later turn beside the turn it waits for.
+    assert [owner[i] for i in (0, 1, 3, 4)] == [0, 1, 0, 1]
+    assert all(owner[i] == owner[before] for i, before in after.items())
+    assert not any(shard.central for shard in shards)
