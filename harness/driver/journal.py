@@ -16,30 +16,13 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.rundir.records import RECORD_SCHEMA, RECORDS_FILE, TOKEN_SCHEMA, TOKENS_FILE
-
-RECORDS_JOURNAL = "records.jsonl"
-TOKENS_JOURNAL = "tokens.jsonl"
-
-
-@dataclass(frozen=True)
-class JournalFiles:
-    """The two JSON-lines journals of one recording process."""
-
-    records: Path
-    tokens: Path
-
-    @classmethod
-    def in_dir(cls, directory: Path) -> JournalFiles:
-        return cls(directory / RECORDS_JOURNAL, directory / TOKENS_JOURNAL)
-
+from harness.rundir.journal import JournalFiles, journal_tables
+from harness.rundir.records import RECORDS_FILE, TOKENS_FILE
 
 # Receives each flush's record lines and token lines (one line per request in both).
 Sink = Callable[[list[str], list[str]], None]
@@ -95,20 +78,13 @@ class RunJournal:
         assert self.run_dir is not None and self.files is not None, "only a run directory's journal is finalized"
         self.flush()
         journals = [self.files, *sources]
-        records = [row for files in journals for row in read_journal(files.records)]
-        token_rows: dict[str, list[Any]] = {"request_id": [], "token_index": [], "t_s": []}
-        for entry in (entry for files in journals for entry in read_journal(files.tokens)):
-            times = entry["t"]
-            token_rows["request_id"] += [entry["request_id"]] * len(times)
-            token_rows["token_index"] += list(range(len(times)))
-            token_rows["t_s"] += times
-        records.sort(key=lambda row: row["request_id"])
-        pq.write_table(pa.Table.from_pylist(records, schema=RECORD_SCHEMA), self.run_dir / RECORDS_FILE)
-        pq.write_table(pa.table(token_rows, schema=TOKEN_SCHEMA), self.run_dir / TOKENS_FILE)
+        records, tokens = journal_tables(journals)
+        pq.write_table(records, self.run_dir / RECORDS_FILE)
+        pq.write_table(tokens, self.run_dir / TOKENS_FILE)
         for files in journals:
             files.records.unlink(missing_ok=True)
             files.tokens.unlink(missing_ok=True)
-        return len(records), len(token_rows["t_s"])
+        return records.num_rows, tokens.num_rows
 
 
 def append_lines(files: JournalFiles, records: list[str], tokens: list[str]) -> None:
@@ -116,16 +92,3 @@ def append_lines(files: JournalFiles, records: list[str], tokens: list[str]) -> 
     for path, lines in ((files.records, records), (files.tokens, tokens)):
         with path.open("a") as handle:
             handle.writelines(line + "\n" for line in lines)
-
-
-def read_journal(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines journal; a torn last line (crash mid-write) is skipped."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows

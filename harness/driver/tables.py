@@ -17,11 +17,12 @@ from locust.env import Environment
 from locust.html import get_html_report
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from harness.driver.journal import JournalFiles, RunJournal
+from harness.driver.journal import RunJournal
 from harness.driver.outcome import LOST, NOT_SENT, Failure, unanswered_row
 from harness.driver.steps import StepLogCursor
 from harness.driver.work import WorkItem
 from harness.rundir.accounting import row_problems
+from harness.rundir.journal import JournalFiles
 from harness.rundir.manifest import RunCounts
 from harness.rundir.records import RECORDS_FILE, STEPS_FILE, TELEMETRY_FILE, TELEMETRY_SCHEMA
 from harness.telemetry.metrics import TelemetrySample

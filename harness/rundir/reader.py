@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from harness.errors import UsageError
 from harness.rundir.accounting import row_problems
+from harness.rundir.journal import JournalFiles, journal_tables
 from harness.rundir.manifest import RunManifest, read_manifest
 from harness.rundir.records import (
     GPU_FILE,
@@ -90,23 +91,46 @@ def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunDa
     if not manifest_path.is_file():
         raise UsageError(f"{root}: not a run directory (no {MANIFEST_FILE})")
     manifest = _read_manifest(manifest_path)
-    records = _read_table(root / RECORDS_FILE, RECORD_SCHEMA, defaults=RECORD_DEFAULTS)
+    killed = not (root / RECORDS_FILE).is_file() and bool(JournalFiles.all_in(root))
+    if killed:
+        records, tokens = _journal_frames(root)
+    else:
+        records = _read_table(root / RECORDS_FILE, RECORD_SCHEMA, defaults=RECORD_DEFAULTS)
+        tokens = _read_table(root / TOKENS_FILE, TOKEN_SCHEMA)
     plan = _read_optional_json(root / PLAN_FILE)
-    partial = tuple(plan_problems(manifest, records, plan))
+    partial = tuple(([f"killed before it wrote its tables ({len(records)} rows read from its journals)"]
+                     if killed else []) + plan_problems(manifest, records, plan))
     if partial and not allow_partial:
         raise UsageError(f"{root}: {'; '.join(partial)} (--allow-partial to analyse it anyway)")
     gpu_sampled = manifest.gpu_telemetry is not None and bool(manifest.gpu_telemetry.devices)
+    telemetry_defaults = {"latency_s": float("nan")}
     return RunData(
         path=root,
         manifest=manifest,
         records=records,
-        tokens=_read_table(root / TOKENS_FILE, TOKEN_SCHEMA),
-        telemetry=_read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, defaults={"latency_s": float("nan")}),
+        tokens=tokens,
+        # A killed run wrote no telemetry table: its polls died with it.
+        telemetry=(_empty(TELEMETRY_SCHEMA) if killed and not (root / TELEMETRY_FILE).is_file()
+                   else _read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, defaults=telemetry_defaults)),
         plan=plan,
         steps=_read_table(root / STEPS_FILE, STEP_SCHEMA) if manifest.engine_steps else None,
         gpu=_read_table(root / GPU_FILE, GPU_SCHEMA) if gpu_sampled else None,
         partial=partial,
     )
+
+
+def _journal_frames(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The records and tokens of a run killed before it wrote its tables, from the journals it left."""
+    try:
+        records, tokens = journal_tables(JournalFiles.all_in(root))
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+        raise UsageError(f"{root}: its journals cannot be read ({' '.join(str(exc).split())})") from exc
+    return _frame(records, RECORD_SCHEMA, RECORD_DEFAULTS), _frame(tokens, TOKEN_SCHEMA, {})
+
+
+def _empty(schema: pa.Schema) -> pd.DataFrame:
+    frame: pd.DataFrame = schema.empty_table().to_pandas()
+    return frame
 
 
 def plan_problems(manifest: RunManifest, records: pd.DataFrame, plan: dict[str, Any] | None) -> list[str]:
@@ -152,6 +176,11 @@ def _read_table(path: Path, schema: pa.Schema, defaults: dict[str, Any] | None =
     missing = [name for name in schema.names if name not in table.column_names and name not in defaults]
     if missing:
         raise UsageError(f"{path}: missing columns {', '.join(missing)}")
+    return _frame(table, schema, defaults)
+
+
+def _frame(table: pa.Table, schema: pa.Schema, defaults: dict[str, Any]) -> pd.DataFrame:
+    """`table`'s columns of `schema` as a frame, those absent filled from `defaults`."""
     frame: pd.DataFrame = table.select([name for name in schema.names if name in table.column_names]).to_pandas()
     for name, value in defaults.items():
         if name not in frame.columns:

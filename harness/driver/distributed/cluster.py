@@ -38,11 +38,12 @@ from harness.driver.distributed import wire
 from harness.driver.distributed.remote import ItemDesk
 from harness.driver.distributed.shard import ClusterSpec, Shard, shard_work
 from harness.driver.distributed.wire import Brief, Done, Ready, item_to_wire
-from harness.driver.journal import JournalFiles, RunJournal, append_lines
+from harness.driver.journal import RunJournal, append_lines
 from harness.driver.tables import StoppedLoad
 from harness.driver.user import make_user_class
 from harness.driver.work import WorkItem
 from harness.errors import BatchBenchError, UsageError
+from harness.rundir.journal import JournalFiles
 from harness.rundir.manifest import ClientHealth, LoadProcess
 from harness.settings import Settings
 from harness.telemetry.metrics import TelemetrySample, TelemetrySampler
@@ -163,7 +164,7 @@ class Cluster:
         self.total = len(items)
         self._journal = RunJournal(run_dir)
         for client_id, shard in zip(attached, shards, strict=False):
-            files = JournalFiles(run_dir / f"records-w{shard.worker}.jsonl", run_dir / f"tokens-w{shard.worker}.jsonl")
+            files = JournalFiles.of_worker(run_dir, shard.worker)
             self._members[client_id] = _Member(client_id, shard, files)
         if shards[0].central:
             self._desk = ItemDesk(Dispatcher(items, duration_s), self._answer)

@@ -239,3 +239,42 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
     assert 1 <= rows.ok.sum() < 32
     assert set(rows.loc[~rows.ok, "error_kind"]) <= {"not_sent", "lost"}
     assert manifest["counts"]["unanswered"] == (~rows.ok).sum()
+
+
+@pytest.mark.server
+def test_a_run_killed_outright_is_read_from_its_journals_and_analyze_names_what_is_missing(servers, tmp_path):
+    server = servers.get("continuous", 4)
+    path = tmp_path / "long.yaml"
+    # 32 requests at B = 4, half of 1,500 tokens: the run is still going when the first rows are journaled.
+    path.write_text(
+        WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1500]").replace("num_requests: 12", "num_requests: 32")
+    )
+    out = tmp_path / "killed"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
+         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    while not (out / "records.jsonl").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, "the run ended before it could be killed"
+    time.sleep(1.5)  # past a journal flush
+    process.kill()
+    process.wait(timeout=30)
+    assert not (out / "records.parquet").exists()
+
+    refused = batchbench("analyze", str(out), "--out", str(tmp_path / "refused"))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert "killed before it wrote its tables" in line and "planned requests have no row (ids" in line
+    assert "--allow-partial" in line and not (tmp_path / "refused").exists()
+
+    partial = batchbench("analyze", str(out), "--out", str(tmp_path / "partial"), "--allow-partial")
+    assert partial.returncode == 0, partial.stderr[-2000:]
+    report = (tmp_path / "partial" / "report.md").read_text()
+    assert report.startswith("# PARTIAL") and "killed before it wrote its tables" in report
+    summary = json.loads((tmp_path / "partial" / "summary.json").read_text())
+    (runs,) = summary["partial"]
+    recorded = int(runs.split("(")[1].split(" rows")[0])
+    assert 1 <= recorded < 32 and f"{32 - recorded} planned requests have no row" in runs

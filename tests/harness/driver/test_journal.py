@@ -6,7 +6,8 @@ import math
 
 import pyarrow.parquet as pq
 
-from harness.driver.journal import RunJournal, read_journal
+from harness.driver.journal import RunJournal
+from harness.rundir.journal import read_journal
 from harness.rundir.records import RECORD_SCHEMA, TOKEN_SCHEMA
 
 

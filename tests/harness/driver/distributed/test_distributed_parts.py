@@ -11,8 +11,9 @@ import pytest
 from harness.driver.client_health import worst_case
 from harness.driver.distributed.clock import Exchange, estimate_offset
 from harness.driver.distributed.wire import is_loopback, item_from_wire, item_to_wire, parse_address
-from harness.driver.journal import JournalFiles, RunJournal, append_lines
+from harness.driver.journal import RunJournal, append_lines
 from harness.driver.work import WorkItem
+from harness.rundir.journal import JournalFiles
 from harness.rundir.manifest import ClientHealth
 from harness.rundir.records import RECORD_SCHEMA
 
