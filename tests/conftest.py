@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.settings import Settings
 from launchers import Mode, ServerHandle, ServerSpec, start
+from launchers.server_files import compile_cache_env
+
+# Importing vLLM makes torch fix its compile cache, by default in the system temp dir, where it would stay after
+# the suite; this process and every process it starts (release drives, servers) keep it in the harness's cache.
+os.environ.update(compile_cache_env(Settings.from_env().cache_dir, os.environ))
 
 
 def load_test_module(path: Path, name: str):

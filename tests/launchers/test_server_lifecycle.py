@@ -60,9 +60,9 @@ def test_a_start_and_stop_leave_nothing_in_the_temp_dir_and_compile_into_the_cac
         inside = os.listdir(server.temp_dir.path)
         assert any(name.startswith("vllm_dist_") for name in inside), inside
     assert os.listdir(temp_root) == []
-    # torch's compile cache (fx graphs, compiled kernels) is kept for the next start, under BATCHBENCH_CACHE. A few
-    # of torch's paths (precompiled headers, its newer on-disk memo) always write under the temp dir's
-    # torchinductor_<user>: that goes with the server's temp dir.
+    # torch's compile cache (fx graphs, compiled kernels) is kept for the next start, under BATCHBENCH_CACHE (the suite
+    # sets TORCHINDUCTOR_CACHE_DIR there too: tests/conftest.py). A few of torch's paths (precompiled headers, its
+    # newer on-disk memo) always write under the temp dir's torchinductor_<user>: that went with the server's.
     assert (Settings.from_env().cache_dir / INDUCTOR_CACHE_NAME / "fxgraph").is_dir()
 
 
