@@ -15,7 +15,7 @@ import yaml
 import workloads
 
 # The trace's first rows: whole chats and the starts of others, a short replay on two cores.
-ROWS = 48
+ROWS = 24  # 7 of them later turns
 B = 4
 
 
