@@ -66,3 +66,12 @@ class Settings:
     def variable(self, name: str) -> str | None:
         """A variable the user named on the command line (`--api-key-env`); None if unset."""
         return self.environ.get(name)
+
+
+def export(overrides: Mapping[str, str]) -> None:
+    """Set `overrides` in this process's environment, for what it imports and starts from now on.
+
+    For settings a library reads once from the environment (torch's compile cache), written
+    here as every environment variable is read here.
+    """
+    os.environ.update(overrides)

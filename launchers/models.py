@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.paper.model_configs import LLAMA_3_1_8B_CONFIG, OPT_13B_CONFIG
-from harness.settings import Settings
+from harness.settings import Settings, export
 from launchers.cpu_dtype import cpu_flags, cpu_serving_dtype
 from launchers.server_files import compile_cache_env
 
@@ -267,7 +266,8 @@ def _write_model(profile: ModelProfile, seed: int, directory: Path) -> None:
 def _write_random_weights(config: dict[str, Any], seed: int, directory: Path) -> None:
     # torch would make its compile cache in the temp dir and leave it there; the harness's cache holds it, as it
     # does for a launched server (set before torch is first imported, which reads it once).
-    os.environ.update(compile_cache_env(cache_root(), os.environ))
+    settings = Settings.from_env()
+    export(compile_cache_env(settings.cache_dir, settings.environ))
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
