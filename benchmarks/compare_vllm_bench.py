@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -206,14 +207,20 @@ def server_ttft(base_url: str) -> dict[str, float]:
     return sum_series(response.text, SERVER_TTFT)
 
 
-def measured(client: Callable[[], dict[str, float]], base_url: str, step_log: Path | None) -> dict[str, float]:
-    """One client run's figures, with the server's mean TTFT for the same run beside them,
-    and with the server's step log, the engine's figures too."""
+def measured(client: Callable[[], dict[str, float]], base_url: str, step_log: Path | None,
+             tpot_figure: str = "median_tpot_ms") -> dict[str, float]:
+    """One client run's figures, with the server's mean TTFT for the same run beside them
+    (NaN where it counted no TTFT), and with the server's step log, the engine's figures too.
+
+    `tpot_figure`: the client's figure set against the engine's median time per output token
+    (`<figure>_vs_engine`, the `_ms` left off).
+    """
     cursor = StepLogCursor(step_log) if step_log else None
     before = server_ttft(base_url)
     figures = client()
     after = server_ttft(base_url)
-    server_mean_ttft_ms = (after["sum"] - before["sum"]) / (after["count"] - before["count"]) * 1000
+    count = after["count"] - before["count"]
+    server_mean_ttft_ms = (after["sum"] - before["sum"]) / count * 1000 if count else math.nan
     figures = {**figures, "server_mean_ttft_ms": server_mean_ttft_ms,
                "mean_ttft_vs_server": figures["mean_ttft_ms"] / server_mean_ttft_ms}
     if cursor is None:
@@ -223,7 +230,7 @@ def measured(client: Callable[[], dict[str, float]], base_url: str, step_log: Pa
     return {
         **figures, **engine,
         "output_tok_s_vs_engine": figures["output_tok_s"] / engine["engine_output_tok_s"],
-        "median_tpot_vs_engine": figures["median_tpot_ms"] / engine["engine_median_tpot_ms"],
+        f"{tpot_figure.removesuffix('_ms')}_vs_engine": figures[tpot_figure] / engine["engine_median_tpot_ms"],
     }
 
 

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import shlex
 import subprocess
@@ -65,7 +64,6 @@ import yaml
 
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.stats import paired_ratio_ci
-from harness.driver.steps import StepLogCursor
 from harness.rundir.reader import load_run
 from harness.settings import Settings
 from harness.workload import build_plan, load_spec
@@ -79,10 +77,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.compare_vllm_bench import (  # noqa: E402
     OUTPUT_TOKENS,
     PROMPT_TOKENS,
-    STEP_LOG_SETTLE_S,
     client_cpu_s,
-    engine_figures,
-    server_ttft,
+    measured,
 )
 
 WORKLOAD = "cpu-fixed-closed16"
@@ -214,27 +210,6 @@ def theirs(venv: Path, workers: int, base_url: str, data: Path, tokenizer_dir: P
     return {**figures, "client_cpu_ms_per_1k_tokens": cpu * 1e6 / max(tokens, 1)}
 
 
-def measured(client: Callable[[], dict[str, float]], base_url: str, step_log: Path | None) -> dict[str, float]:
-    """One client run's figures, with the server's mean TTFT (NaN where it keeps no TTFT
-    histogram) and, given its step log, the engine's figures for the same run."""
-    cursor = StepLogCursor(step_log) if step_log else None
-    before = server_ttft(base_url)
-    figures = client()
-    after = server_ttft(base_url)
-    count = after["count"] - before["count"]
-    server_ms = (after["sum"] - before["sum"]) / count * 1000 if count else math.nan
-    figures = {**figures, "server_mean_ttft_ms": server_ms, "mean_ttft_vs_server": figures["mean_ttft_ms"] / server_ms}
-    if cursor is None:
-        return figures
-    time.sleep(STEP_LOG_SETTLE_S)
-    engine = engine_figures(cursor.appended())
-    return {
-        **figures, **engine,
-        "output_tok_s_vs_engine": figures["output_tok_s"] / engine["engine_output_tok_s"],
-        "itl_p50_vs_engine": figures["itl_p50_ms"] / engine["engine_median_tpot_ms"],
-    }
-
-
 def summarise(results: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, Any]]:
     """Per metric both clients report: medians, per-pair relative differences, their median,
     spread and 95% interval (where every value is finite and positive)."""
@@ -289,7 +264,7 @@ def compare(args: argparse.Namespace, base_url: str, step_log: Path | None) -> d
             order = list(clients.items()) if rep % 2 == 0 else list(clients.items())[::-1]
             firsts.append(order[0][0])
             for name, client in order:
-                results[name].append(measured(partial(client, rep), base_url, step_log))
+                results[name].append(measured(partial(client, rep), base_url, step_log, tpot_figure="itl_p50_ms"))
                 print(f"rep {rep} {name}: " + json.dumps({k: round(v, 3) for k, v in results[name][-1].items()}),
                       flush=True)
     return {
