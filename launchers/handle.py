@@ -7,18 +7,20 @@ Each server owns a temp directory (launchers.server_files), removed when it stop
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import httpx
 
 from harness.errors import ServerError
-from launchers.process import stop_process, tail
+from launchers.process import spawn, stop_process, tail
 from launchers.server_files import ServerTempDir
 
 logger = logging.getLogger(__name__)
@@ -121,3 +123,40 @@ class ServerProcess:
 
     def write_info(self) -> None:
         self.info_path.write_text(json.dumps(asdict(self.info), indent=2))
+
+
+Handle = TypeVar("Handle", bound=ServerProcess)
+
+
+def launch(
+    command: Callable[[Path], tuple[list[str], dict[str, str]]],
+    environ: Mapping[str, str],
+    log_path: Path,
+    handle_of: Callable[[subprocess.Popen, list[str], dict[str, str], ServerTempDir], Handle],
+    *,
+    grace_s: float,
+    socket_name_len: int = 0,
+    settle: Callable[[Handle], None] | None = None,
+) -> Handle:
+    """Spawn a server in a temp dir of its own and wait until it serves; its handle.
+
+    `command(temp_dir)` gives its argv and the environment it adds to `environ`;
+    `handle_of(process, argv, env_overrides, temp_dir)` makes its handle; `settle(handle)`
+    runs once it serves, before its record is written the second time. If anything fails
+    before it serves (Ctrl-C and SIGTERM included), the process group is stopped and the
+    temp dir removed: nothing is left behind.
+    """
+    with contextlib.ExitStack() as on_failure:
+        temp_dir = on_failure.enter_context(ServerTempDir(socket_name_len))
+        argv, env_overrides = command(temp_dir.path)
+        process = spawn(argv, {**environ, **env_overrides}, log_path)
+        on_failure.callback(stop_process, process, grace_s)
+        handle = handle_of(process, argv, env_overrides, temp_dir)
+        handle.write_info()
+        handle.wait_ready()
+        if settle is not None:
+            settle(handle)
+        handle.write_info()
+        # It serves: from now on its stop() stops it and removes its temp dir.
+        on_failure.pop_all()
+        return handle

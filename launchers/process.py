@@ -23,6 +23,14 @@ def free_port(host: str) -> int:
         return sock.getsockname()[1]
 
 
+def chosen_port(host: str, port: int | None) -> int:
+    """`port`, checked free (UsageError when it is not), or a free port when None."""
+    if port is None:
+        return free_port(host)
+    ensure_port_free(host, port)
+    return port
+
+
 def ensure_port_free(host: str, port: int) -> None:
     """Raise UsageError if `port` on `host` cannot be bound (busy, or not ours to bind)."""
     if not 0 < port < 65536:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -19,10 +18,10 @@ from harness.errors import UsageError
 from harness.settings import Settings
 from harness.systems import Mode
 from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
-from launchers.handle import ServerProcess
+from launchers.handle import ServerProcess, launch
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
-from launchers.process import ensure_port_free, free_port, group_members, spawn, stop_process
+from launchers.process import chosen_port, group_members
 from launchers.server_files import VLLM_SOCKET_NAME_LEN, ServerTempDir, compile_cache_env, temp_env
 from launchers.spec import ServerSpec
 from launchers.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
@@ -261,27 +260,21 @@ def start(
     settings = Settings.from_env()
     python = settings.server_python
     # Cheap checks first: a busy port must not cost a model build (seconds on an empty cache).
-    port = spec.port
-    if port is None:
-        port = free_port(spec.host)
-    else:
-        ensure_port_free(spec.host, port)
+    port = chosen_port(spec.host, spec.port)
     vllm = probe_vllm(python)
     support = vllm.checked(spec.allow_untested_vllm)
     resolved = resolve_model(spec.model)
     directory = Path(log_dir) if log_dir else default_log_dir(spec.mode, port)
     directory.mkdir(parents=True, exist_ok=True)
-    log_path = directory / "server.log"
     step_log = (directory / STEP_LOG_FILE).resolve()
-    # Undone if the start fails, Ctrl-C and SIGTERM included: nothing is left behind.
-    with contextlib.ExitStack() as on_failure:
-        temp_dir = on_failure.enter_context(ServerTempDir(VLLM_SOCKET_NAME_LEN))
-        argv, env_overrides = build_command(
-            spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath, temp_dir=temp_dir.path,
-            cache_dir=settings.cache_dir, inherited=settings.environ,
-        )
-        process = spawn(argv, {**settings.environ, **env_overrides}, log_path)
-        on_failure.callback(stop_process, process, spec.stop_grace_s)
+    base_url = f"http://{spec.host}:{port}"
+
+    def command(temp_dir: Path) -> tuple[list[str], dict[str, str]]:
+        return build_command(spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath,
+                             temp_dir=temp_dir, cache_dir=settings.cache_dir, inherited=settings.environ)
+
+    def handle_of(process: subprocess.Popen, argv: list[str], env_overrides: dict[str, str],
+                  temp_dir: ServerTempDir) -> ServerHandle:
         info = ServerInfo(
             mode=spec.mode,
             model=resolved.argument,
@@ -290,7 +283,7 @@ def start(
             max_num_seqs=spec.max_num_seqs,
             async_scheduling=vllm.async_scheduling(spec.async_scheduling),
             batch_wait_s=spec.batch_wait_s,
-            base_url=f"http://{spec.host}:{port}",
+            base_url=base_url,
             argv=argv,
             env_overrides=env_overrides,
             vllm_distribution=vllm.distribution,
@@ -303,18 +296,13 @@ def start(
             layers=resolved.layers,
             dtype=resolved.served_dtype(vllm.is_cpu),
         )
-        handle = ServerHandle(process, info, log_path, spec, temp_dir)
-        handle.write_info()
-        logger.info(
-            f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument})"
-            f" on {info.base_url}"
-        )
+        logger.info(f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument})"
+                    f" on {base_url}")
         logger.info(f"model {resolved.argument}: {resolved.summary(cpu=vllm.is_cpu)}")
         if not support.tested:
             logger.warning(f"{support.marking()}: measuring anyway ({OVERRIDE_FLAG}); every report says so")
-        handle.wait_ready()
-        handle.arrange(resolve_layout(spec.layout))
-        handle.write_info()
-        # It serves: from now on its stop() stops it and removes its temp dir.
-        on_failure.pop_all()
-        return handle
+        return ServerHandle(process, info, directory / "server.log", spec, temp_dir)
+
+    return launch(command, settings.environ, directory / "server.log", handle_of, grace_s=spec.stop_grace_s,
+                  socket_name_len=VLLM_SOCKET_NAME_LEN,
+                  settle=lambda handle: handle.arrange(resolve_layout(spec.layout)))

@@ -14,7 +14,6 @@ It loads real weights: a profile made for `--load-format dummy` cannot be served
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import platform
 import subprocess
@@ -40,9 +39,9 @@ from harness.errors import UsageError
 from harness.settings import Settings
 from harness.systems import HfMode
 from harness.workload.limits import Seconds
-from launchers.handle import ServerProcess
+from launchers.handle import ServerProcess, launch
 from launchers.models import ResolvedModel, parse_profile_argument, resolve_model
-from launchers.process import ensure_port_free, free_port, spawn, stop_process
+from launchers.process import chosen_port
 from launchers.server_files import ServerTempDir, compile_cache_env, temp_env
 from launchers.spec import as_usage_error
 
@@ -199,30 +198,24 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
     """
     check_servable(spec.model)
     settings = Settings.from_env()
-    port = spec.port
-    if port is None:
-        port = free_port(spec.host)
-    else:
-        ensure_port_free(spec.host, port)
+    port = chosen_port(spec.host, spec.port)
     resolved = resolve_model(spec.model)
     version = probe_serving(settings.server_python)
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / "server.log"
     host_memory = None if Path(NVIDIA_CONTROL_DEVICE).exists() else psutil.virtual_memory().total
-    # Undone if the start fails, Ctrl-C and SIGTERM included: nothing is left behind.
-    with contextlib.ExitStack() as on_failure:
-        temp_dir = on_failure.enter_context(ServerTempDir())
-        argv, env_overrides = build_transformers_command(
-            spec, resolved, port, settings.server_python, host_memory, temp_dir=temp_dir.path,
-            cache_dir=settings.cache_dir, inherited=settings.environ,
-        )
-        process = spawn(argv, {**settings.environ, **env_overrides}, log_path)
-        on_failure.callback(stop_process, process, spec.stop_grace_s)
+    base_url = f"http://{spec.host}:{port}"
+
+    def command(temp_dir: Path) -> tuple[list[str], dict[str, str]]:
+        return build_transformers_command(spec, resolved, port, settings.server_python, host_memory,
+                                          temp_dir=temp_dir, cache_dir=settings.cache_dir, inherited=settings.environ)
+
+    def handle_of(process: subprocess.Popen, argv: list[str], env_overrides: dict[str, str],
+                  temp_dir: ServerTempDir) -> TransformersServer:
         info = TransformersServerInfo(
             mode=spec.mode,
             model=resolved.path,
             model_path=resolved.path,
-            base_url=f"http://{spec.host}:{port}",
+            base_url=base_url,
             argv=argv,
             env_overrides=env_overrides,
             server_distribution="transformers",
@@ -232,14 +225,11 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
             continuous_batching=spec.mode == "hf-continuous",
             max_batch_tokens=step_token_budget(spec, on_cpu=host_memory is not None),
         )
-        handle = TransformersServer(process, info, log_path, temp_dir, spec.startup_timeout_s, spec.stop_grace_s)
-        handle.write_info()
-        logger.info(f"starting {SERVER_NAME} ({spec.mode}, model {resolved.argument}) on {info.base_url}")
-        handle.wait_ready()
-        handle.write_info()
-        # It serves: from now on its stop() stops it and removes its temp dir.
-        on_failure.pop_all()
-        return handle
+        logger.info(f"starting {SERVER_NAME} ({spec.mode}, model {resolved.argument}) on {base_url}")
+        return TransformersServer(process, info, log_dir / "server.log", temp_dir, spec.startup_timeout_s,
+                                  spec.stop_grace_s)
+
+    return launch(command, settings.environ, log_dir / "server.log", handle_of, grace_s=spec.stop_grace_s)
 
 
 def probe_serving(python: str) -> str:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -122,6 +126,23 @@ def servers(tmp_path_factory):
     pool = ServerPool(tmp_path_factory.mktemp("servers"))
     yield pool
     pool.close()
+
+
+@contextlib.contextmanager
+def _serve_locally(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="session")
+def serve_locally():
+    """A context manager: an HTTP server of a handler class on a free local port, in a thread; yields its URL."""
+    return _serve_locally
 
 
 fault_proxy = load_test_module(Path(__file__).with_name("fault_proxy.py"), "fault_proxy")

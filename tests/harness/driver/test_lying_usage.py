@@ -10,14 +10,11 @@ clean run exits 0 with every row ok and exact.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pandas as pd
@@ -66,9 +63,8 @@ def lying_events(body: dict) -> list[bytes]:
     return [event({"object": "text_completion", "choices": [{"index": 0, "text": "ba", "finish_reason": "length"}]})]
 
 
-@contextlib.contextmanager
-def fake_server(model_dir: Path, lie: bool) -> Iterator[str]:
-    """An OpenAI-style server of the tiny model; with `lie`, its odd requests' streams lie. Yields its URL."""
+def fake_server(model_dir: Path, lie: bool) -> type[BaseHTTPRequestHandler]:
+    """An OpenAI-style server's handler, of the tiny model; with `lie`, its odd requests' streams lie."""
     models = json.dumps({"object": "list", "data": [
         {"id": "tiny", "object": "model", "root": str(model_dir), "max_model_len": 2048}]}).encode()
 
@@ -108,14 +104,7 @@ def fake_server(model_dir: Path, lie: bool) -> Iterator[str]:
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return Handler
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +126,8 @@ def batchbench_run(url: str, backend: str, model_dir: Path, tmp_path: Path) -> s
 
 
 @pytest.mark.parametrize("backend", list(LIE_KINDS))
-def test_a_usage_claiming_tokens_its_stream_never_showed_fails_the_row(backend, model_dir, tmp_path):
-    with fake_server(model_dir, lie=True) as url:
+def test_a_usage_claiming_tokens_its_stream_never_showed_fails_the_row(backend, model_dir, tmp_path, serve_locally):
+    with serve_locally(fake_server(model_dir, lie=True)) as url:
         result = batchbench_run(url, backend, model_dir, tmp_path)
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
@@ -154,8 +143,8 @@ def test_a_usage_claiming_tokens_its_stream_never_showed_fails_the_row(backend, 
 
 
 @pytest.mark.parametrize("backend", list(LIE_KINDS))
-def test_an_honest_stream_from_the_same_server_passes(backend, model_dir, tmp_path):
-    with fake_server(model_dir, lie=False) as url:
+def test_an_honest_stream_from_the_same_server_passes(backend, model_dir, tmp_path, serve_locally):
+    with serve_locally(fake_server(model_dir, lie=False)) as url:
         result = batchbench_run(url, backend, model_dir, tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = pd.read_parquet(tmp_path / "run" / "records.parquet")
