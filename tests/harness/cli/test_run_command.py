@@ -278,3 +278,48 @@ def test_a_run_killed_outright_is_read_from_its_journals_and_analyze_names_what_
     (runs,) = summary["partial"]
     recorded = int(runs.split("(")[1].split(" rows")[0])
     assert 1 <= recorded < 32 and f"{32 - recorded} planned requests have no row" in runs
+
+
+@pytest.mark.server
+def test_a_reproduce_killed_in_its_second_repetition_leaves_readable_runs_and_analyze_names_the_cut_one(
+        servers, tmp_path):
+    server = servers.get("continuous", 4)
+    path = tmp_path / "spread.yaml"
+    # 16 requests at B = 4, half of 1,000 tokens: the kill, once the first rows are journaled, lands inside a run.
+    path.write_text(
+        WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1000]").replace("num_requests: 12", "num_requests: 16")
+    )
+    out = tmp_path / "job"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "reproduce", "--workloads", str(path), "--endpoint", server.base_url,
+         "--model", "tiny", "--max-num-seqs", "4", "--repetitions", "2", "--out", str(out), "--no-history"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    # Without --static-endpoint the job runs continuous and naive: continuous goes first in each repetition.
+    cut = out / "runs" / "continuous-small-spread-r2"
+    deadline = time.time() + 300
+    while not (cut / "records.jsonl").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, "the job ended before its second repetition could be killed"
+    process.kill()
+    process.wait(timeout=30)
+    assert not (cut / "records.parquet").exists()
+    whole = sorted(run.name for run in (out / "runs").iterdir() if (run / "records.parquet").exists())
+    assert whole == ["continuous-small-spread-r1", "naive-small-spread-r1"]
+
+    # The report the first repetition left says how far the job got.
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stage"].startswith("PRELIMINARY: 1 of 2 repetitions") and summary["partial"] == []
+
+    runs = [str(run) for run in sorted((out / "runs").iterdir())]
+    refused = batchbench("analyze", *runs, "--out", str(tmp_path / "refused"))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(f"batchbench: error: {cut}: killed before it wrote its tables")
+    assert "planned requests have no row" in line
+    partial = batchbench("analyze", *runs, "--out", str(tmp_path / "partial"), "--allow-partial")
+    assert partial.returncode == 0, partial.stderr[-2000:]
+    summary = json.loads((tmp_path / "partial" / "summary.json").read_text())
+    (cut_run,) = summary["partial"]
+    assert cut_run.startswith(f"{cut.name}: killed before it wrote its tables")
+    assert summary["metadata"]["runs"] == 3
