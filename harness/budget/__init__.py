@@ -5,7 +5,7 @@ plans sized to a budget of minutes.
 step cost fitted on this machine's engine steps and a fixed overhead per run come in; they
 start no server and read no run directory. Those costs come from `probe`, imported on its
 own (not from this package): a short burst on each server before the job's first run, fitted
-as the report fits its runs, or the packaged reference's costs (`reference_pricing.json`)
+as the report fits its runs, or the packaged reference's costs (harness.reference)
 at this machine's speed.
 """
 

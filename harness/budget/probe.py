@@ -7,19 +7,17 @@ ordinary run into the probe's own directory, then fitted as the report fits its 
 either direction from one day to the next, and a burst mixed from every spread fitted worse
 still (docs/validation/job-clock.md). So where the servers run what the committed reference
 reproduction ran (its model, B and vLLM version), the plans are priced with the
-reference's step costs, fitted on all 36 of its runs, at this machine's speed: one factor,
+reference's step costs, fitted on all of its runs, at this machine's speed: one factor,
 the continuous probe's busy time over what the reference's cost makes of its steps.
 A server without an engine step log (one we did not launch) gives no fit: no probe.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +29,7 @@ from harness.analysis.step_cost_fit import StepCostFitError
 from harness.analysis.step_predict import fit_server_step_cost
 from harness.budget import MachineCost
 from harness.paper.step_cost import LinearStepCost
+from harness.reference import packaged_reference, same_setup
 from harness.rundir.reader import load_run
 from harness.systems import VLLM_SERVER_MODE, Mode, SystemName
 from harness.workload import WorkloadSpec, build_plan
@@ -44,10 +43,6 @@ logger = logging.getLogger(__name__)
 PROBE_BATCHES = 3
 # Which system probes each server: the one whose steps the server mostly runs.
 PROBE_SYSTEM: dict[Mode, SystemName] = {"continuous": "continuous", "static": "static"}
-# The committed reference reproduction, whose step costs price a job: where they come from,
-# and the figures kept of it as package data, so an installed (not editable) harness has them.
-REFERENCE_SUMMARY = "reports/reference-cpu/summary.json"
-REFERENCE_PRICING = "reference_pricing.json"
 
 
 @dataclass(frozen=True)
@@ -114,35 +109,14 @@ def reference_pricing(server: Mapping[str, Any] | None, batch_size: int, continu
     return {system: reference[VLLM_SERVER_MODE[system]].scaled(speed) for system in systems}, speed
 
 
-def reference_pricing_of(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """What the probe keeps of a reference report's summary.json: where it ran, and its step costs."""
-    return {
-        "source": REFERENCE_SUMMARY,
-        "models": summary.get("metadata", {}).get("models"),
-        "vllm_versions": summary.get("metadata", {}).get("vllm_versions"),
-        "batch_sizes": sorted({run.get("batch_size") for run in summary.get("runs") or [{}]}, key=str),
-        "step_models": summary.get("step_models", []),
-    }
-
-
-def packaged_reference() -> dict[str, Any]:
-    """The reference's figures as shipped in the package (`harness/budget/reference_pricing.json`)."""
-    return dict(json.loads(resources.files("harness.budget").joinpath(REFERENCE_PRICING).read_text(encoding="utf-8")))
-
-
 def reference_step_costs(server: Mapping[str, Any] | None, batch_size: int,
                          reference: Mapping[str, Any] | None = None) -> dict[Mode, LinearStepCost] | None:
     """The reference's step cost per server mode, when `server` runs its model at its B and vLLM version; else None.
 
-    `reference`: the figures to price with (default: the packaged ones, `packaged_reference`).
+    `reference`: the figures to price with (default: the packaged ones, harness.reference).
     """
-    if server is None:
-        return None
     reference = packaged_reference() if reference is None else reference
-    same = (reference.get("models") == [server.get("model")]
-            and reference.get("vllm_versions") == [server.get("vllm_version")]
-            and reference.get("batch_sizes") == [batch_size])
-    if not same:
+    if not same_setup(reference, server, batch_size):
         return None
     costs = summary_step_costs(reference)
     return costs if {"continuous", "static"} <= costs.keys() else None

@@ -26,6 +26,7 @@ from harness.analysis.step_predict import server_step_costs
 from harness.analysis.trace_replay import trace_replays
 from harness.calibration.marking import is_calibration_run
 from harness.errors import UsageError
+from harness.reference import packaged_reference
 from harness.report.document import Block, Bullets, Paragraph
 from harness.report.facts import ReportExtras, ReportRun, gather_facts
 from harness.report.headline import (
@@ -36,6 +37,7 @@ from harness.report.headline import (
     headline_summary,
     paired_ratios,
 )
+from harness.report.reference import reference_comparison
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_cost_summary import StepCostSummary
 from harness.report.trace import trace_blocks, trace_summary
@@ -107,6 +109,7 @@ def assemble_report(
     table = gap_table([run.entry for run in chosen])
     # A trace's shape and its latency gap lead: its arrivals are open loop, so throughput follows its rate.
     replays = trace_replays(cells)
+    against_reference, reference_entry = reference_comparison(rows, assessed, packaged_reference(), smoke)
     paths = write_report(
         chosen,
         table,
@@ -121,12 +124,14 @@ def assemble_report(
             *trace_blocks(replays),
             *headline_blocks(rows, smoke, assessment.common_fit,
                             [run.normalised.speed for run in assessed if run.normalised is not None], table),
+            *against_reference,
         ],
         details=cell_blocks(cells),
         blocked=blocked,
         summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial, "untested_vllm": untested,
                                                               "stage": stage.line() if stage else None,
-                                                              "traces": trace_summary(replays)},
+                                                              "traces": trace_summary(replays),
+                                                              "reference": reference_entry},
         measured=[run.data.manifest for run in assessed],
         headline_ratio=PAIRED if paired_ratios(rows) else "",
     )

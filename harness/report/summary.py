@@ -32,6 +32,7 @@ def summary(facts: ReportFacts, extra: Mapping[str, Any] | None = None) -> dict[
                 "system": run.entry.system,
                 "batch_size": run.data.manifest.batch_size,
                 "model": run.data.manifest.model,
+                "started_at": run.data.manifest.started_at,
                 "metrics": run.entry.metrics.to_flat_dict(),
                 "gpu_telemetry": gpu_note(run.data.manifest),
                 "predicted": asdict(run.entry.predicted) if run.entry.predicted else None,

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.speed import machine_speed
-from harness.budget.probe import REFERENCE_SUMMARY, packaged_reference, reference_pricing_of, reference_step_costs
+from harness.budget.probe import reference_step_costs
 from harness.paper.step_cost import LinearStepCost
+from harness.reference import REFERENCE_SUMMARY, packaged_reference, reference_of
 
 ROOT = Path(__file__).resolve().parents[3]
 # What our launcher records of the CPU default's server (a run manifest's `server`).
@@ -24,12 +25,10 @@ CPU_DEFAULT = {"model": "tiny", "vllm_version": "0.32.0", "max_num_seqs": 16}
 
 
 def test_the_packaged_figures_are_the_committed_reference_s():
-    committed = reference_pricing_of(json.loads((ROOT / REFERENCE_SUMMARY).read_text()))
+    committed = reference_of(json.loads((ROOT / REFERENCE_SUMMARY).read_text()))
     assert packaged_reference() == committed, (
-        "harness/budget/reference_pricing.json is not the committed reference's: write it again with"
-        " .venv/bin/python -c 'import json; from harness.budget.probe import *;"
-        " open(\"harness/budget/reference_pricing.json\", \"w\").write("
-        "json.dumps(reference_pricing_of(json.load(open(REFERENCE_SUMMARY))), indent=2) + \"\\n\")'")
+        "harness/reference/reference.json is not the committed reference's: write it again with"
+        " .venv/bin/python -m harness.reference")
 
 
 def test_the_committed_reference_prices_the_cpu_default_with_both_servers_costs():

@@ -558,3 +558,89 @@ def test_runs_on_an_untested_vllm_say_so_in_the_title_the_lead_and_summary_json(
                               for s in ("continuous", "static", "naive")], tmp_path / "tested-report")
     assert "UNTESTED" not in tested.paths.markdown.read_text()
     assert json.loads(tested.paths.summary.read_text())["untested_vllm"] == []
+
+
+def reference_like(runs_summary):
+    """A packaged reference for the CPU default setup (B=2 here), built as the package builds its own."""
+    from harness.reference import reference_of
+
+    return reference_of(runs_summary) | {"git_shas": ["f" * 40], "made": "2026-12-06"}
+
+
+def default_setup_runs(root, requests=4):
+    """Three repetitions of cap 4 on the reference's setup: model tiny, vLLM 0.32.0, B=2, launched."""
+    dirs = []
+    for rep in (1, 2, 3):
+        for system in ("continuous", "static", "naive"):
+            run_dir = write_run(root, f"{system}-cap4-r{rep}", system, cap_workload(4), OUTPUTS[4][:requests], 2)
+            manifest = json.loads((run_dir / "manifest.json").read_text())
+            edit_manifest(run_dir, started_at=T0 + 100 * rep, model="tiny",
+                          server={**manifest["server"], "model": "tiny"})
+            dirs.append(run_dir)
+    return dirs
+
+
+def test_a_report_on_the_reference_s_setup_sets_its_ratios_beside_the_reference_s_and_names_it(tmp_path,
+                                                                                               monkeypatch):
+    import harness.report.assemble as assemble
+
+    dirs = default_setup_runs(tmp_path / "runs")
+    first = assemble.assemble_report(dirs, tmp_path / "first")
+    reference = reference_like(json.loads(first.paths.summary.read_text()))
+    # The reference's static was slower: its continuous/static twice what these runs measure.
+    for row in reference["headline"]:
+        row["ratios"]["continuous/static"] *= 2
+    monkeypatch.setattr(assemble, "packaged_reference", lambda: reference)
+    report = assemble.assemble_report(dirs, tmp_path / "report")
+    lead = report.paths.markdown.read_text().split("## ", 1)[0]
+    ours = first.headline[0].ratios["continuous/static"].point
+    assert ("Beside the committed reference (reports/reference-cpu, made by `./reproduce` on 2026-12-06 at git"
+            " ffffffffff)") in lead
+    assert "Both ran the same requests per workload." in lead
+    assert f"| cap 4 | {ours:.2f}× | {2 * ours:.2f}× |" in lead
+    entry = json.loads(report.paths.summary.read_text())["reference"]
+    assert entry["compared"] is True and entry["levels"] == [4] and entry["git_shas"] == ["f" * 40]
+
+
+def test_a_plan_of_another_size_is_named_beside_the_reference(tmp_path, monkeypatch):
+    import harness.report.assemble as assemble
+
+    reference = reference_like(json.loads(assemble.assemble_report(
+        default_setup_runs(tmp_path / "runs"), tmp_path / "first").paths.summary.read_text()))
+    monkeypatch.setattr(assemble, "packaged_reference", lambda: reference)
+    report = assemble.assemble_report(default_setup_runs(tmp_path / "smaller", requests=3), tmp_path / "report")
+    assert "The plans differ (tiny-cap4 3 (reference 4)): a plan's size moves its ratios" in (
+        report.paths.markdown.read_text().split("## ", 1)[0])
+
+
+def test_a_report_on_another_setup_says_in_one_line_why_it_is_not_compared(tmp_path, monkeypatch):
+    import harness.report.assemble as assemble
+
+    reference = reference_like(json.loads(assemble.assemble_report(
+        default_setup_runs(tmp_path / "runs"), tmp_path / "first").paths.summary.read_text()))
+    monkeypatch.setattr(assemble, "packaged_reference", lambda: reference)
+    dirs = [write_run(tmp_path / "other", f"{s}-cap4", s, cap_workload(4), OUTPUTS[4], 2)
+            for s in ("continuous", "static", "naive")]
+    report = assemble.assemble_report(dirs, tmp_path / "report")
+    lead = report.paths.markdown.read_text().split("## ", 1)[0]
+    assert ("Not compared with the committed reference (reports/reference-cpu, made by `./reproduce` on 2026-12-06"
+            " at git ffffffffff): it ran tiny at B=2 on vLLM 0.32.0, launched here; continuous-cap4, naive-cap4,"
+            " static-cap4 did not.") in lead
+    assert "| cap 4 |" not in lead.split("Not compared", 1)[1]
+    assert json.loads(report.paths.summary.read_text())["reference"]["compared"] is False
+
+
+def test_the_reference_s_own_runs_are_named_as_such_and_not_set_beside_themselves(tmp_path, monkeypatch):
+    import harness.report.assemble as assemble
+    from harness.reference import reference_of
+
+    dirs = default_setup_runs(tmp_path / "runs")
+    reference = reference_of(json.loads(assemble.assemble_report(dirs, tmp_path / "first").paths.summary.read_text()))
+    monkeypatch.setattr(assemble, "packaged_reference", lambda: reference)
+    report = assemble.assemble_report(dirs, tmp_path / "report")
+    lead = report.paths.markdown.read_text().split("## ", 1)[0]
+    assert ("These runs are the committed reference's (reports/reference-cpu, made by `./reproduce` on 1970-01-01"
+            in lead)
+    assert "Beside the committed reference" not in lead
+    # Its summary.json still gives the same packaged figures: writing them again changes nothing.
+    assert reference_of(json.loads(report.paths.summary.read_text())) == reference
