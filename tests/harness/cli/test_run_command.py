@@ -241,6 +241,17 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
     assert manifest["counts"]["unanswered"] == (~rows.ok).sum()
 
 
+def journaling(run_dir: Path, *args: str) -> subprocess.Popen:
+    """`batchbench ARGS`, started and returned once `run_dir` has journaled its first rows, still running."""
+    process = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (run_dir / "records.jsonl").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, f"{args[0]} ended before {run_dir.name} could be killed"
+    return process
+
+
 @pytest.mark.server
 def test_a_run_killed_outright_is_read_from_its_journals_and_analyze_names_what_is_missing(servers, tmp_path):
     server = servers.get("continuous", 4)
@@ -250,15 +261,8 @@ def test_a_run_killed_outright_is_read_from_its_journals_and_analyze_names_what_
         WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1500]").replace("num_requests: 12", "num_requests: 32")
     )
     out = tmp_path / "killed"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
-         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while not (out / "records.jsonl").exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert process.poll() is None, "the run ended before it could be killed"
+    process = journaling(out, "run", "--workload", str(path), "--endpoint", server.base_url, "--model", "tiny",
+                         "--max-num-seqs", "4", "--out", str(out), "--no-warmup")
     time.sleep(1.5)  # past a journal flush
     process.kill()
     process.wait(timeout=30)
@@ -290,17 +294,10 @@ def test_a_reproduce_killed_in_its_second_repetition_leaves_readable_runs_and_an
         WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1000]").replace("num_requests: 12", "num_requests: 16")
     )
     out = tmp_path / "job"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "reproduce", "--workloads", str(path), "--endpoint", server.base_url,
-         "--model", "tiny", "--max-num-seqs", "4", "--repetitions", "2", "--out", str(out), "--no-history"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
     # Without --static-endpoint the job runs continuous and naive: continuous goes first in each repetition.
     cut = out / "runs" / "continuous-small-spread-r2"
-    deadline = time.time() + 300
-    while not (cut / "records.jsonl").exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert process.poll() is None, "the job ended before its second repetition could be killed"
+    process = journaling(cut, "reproduce", "--workloads", str(path), "--endpoint", server.base_url, "--model", "tiny",
+                         "--max-num-seqs", "4", "--repetitions", "2", "--out", str(out), "--no-history")
     process.kill()
     process.wait(timeout=30)
     assert not (cut / "records.parquet").exists()
