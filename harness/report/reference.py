@@ -32,20 +32,20 @@ def reference_comparison(rows: Sequence[HeadlineRow], runs: Sequence[AssessedRun
                              "git_shas": reference.get("git_shas"), "requests": reference.get("requests")}
     if not rows or smoke:
         return [], entry | {"compared": False, "why": "a smoke run (--quick)" if smoke else "no headline"}
+    def not_compared(why: str, line: str) -> tuple[list[Block], dict[str, Any]]:
+        return [Paragraph(line)], entry | {"compared": False, "why": why}
+
     differs = _setup_differs(runs, reference)
     if differs:
-        return ([Paragraph(f"Not compared with the committed reference ({named}): {differs}.")],
-                entry | {"compared": False, "why": differs})
+        return not_compared(differs, f"Not compared with the committed reference ({named}): {differs}.")
     by_level = {row["level"]: row for row in reference.get("headline", [])}
     shared = [row for row in rows if row.level in by_level]
     if not shared:
         why = "it measured none of these spread levels"
-        return ([Paragraph(f"Not compared with the committed reference ({named}): {why}.")],
-                entry | {"compared": False, "why": why})
+        return not_compared(why, f"Not compared with the committed reference ({named}): {why}.")
     if _is_reference(shared, runs, by_level, reference):
-        return ([Paragraph(f"These runs are the committed reference's ({named}).")],
-                entry | {"compared": False, "why": "these runs are the reference's"})
-    names = [name for name in dict.fromkeys(name for row in shared for name in row.ratios)]
+        return not_compared("these runs are the reference's", f"These runs are the committed reference's ({named}).")
+    names = list(dict.fromkeys(name for row in shared for name in row.ratios))
     header = ("spread", *(f"{name} {column}" for name in names
                           for column in ("here", "reference", "at one speed here", "at one speed, reference")))
     body = tuple(
