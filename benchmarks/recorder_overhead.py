@@ -1,7 +1,7 @@
 """What the engine step recorder costs: continuous throughput with and without it.
 
 Two continuous servers stay up side by side (an idle vLLM server sleeps), one with the
-recorder (launchers.step_recorder, as every launched server runs) and one on vLLM's own
+recorder (launchers.engine.step_recorder, as every launched server runs) and one on vLLM's own
 scheduler class; each repetition runs the same workload through the harness on both,
 back to back, the order alternating (AB, BA, ...) so a drift of the machine's speed
 lands on both arms alike and each pair shares the machine's speed of that minute.

@@ -15,7 +15,7 @@
 
 A launched server inherits the whole environment (`Settings.environ`) with the launcher's
 overrides on top. Two variables are not read here: the ones the launcher sets for the
-plugins inside vLLM's engine process (launchers.engine_env), which only that process reads.
+plugins inside vLLM's engine process (launchers.engine.engine_env), which only that process reads.
 """
 
 from __future__ import annotations

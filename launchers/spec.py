@@ -28,7 +28,7 @@ from harness.errors import UsageError
 from harness.systems import MODES, Mode
 from harness.workload.limits import Batch, NonNegativeSeconds, Seconds
 from launchers.layout import LAYOUTS, Layout
-from launchers.vllm_releases import releases_in_words
+from launchers.engine.vllm_releases import releases_in_words
 
 # B, the batch width of every system, where none is chosen: vLLM's --max-num-seqs. In the
 # harness's code it is `batch_size`; a launcher's config keeps vLLM's name for it.
@@ -58,7 +58,14 @@ class ServerConfig(BaseModel):
     vllm_args: tuple[str, ...] = Field(
         (), description="extra vLLM arguments, passed last, in order", json_schema_extra={"repeatable": True}
     )
-    # Static mode and the step log live in vLLM's scheduler internals (launchers.vllm_releases).
+    # The vLLM the user deploys, in its own environment: batchbench only runs it and never installs there.
+    server_python: str | None = Field(
+        None, description="the Python of the vLLM environment to launch (default: $BATCHBENCH_SERVER_PYTHON, else"
+        " batchbench's own); its vLLM's version is read from it and checked")
+    server_env: tuple[str, ...] = Field(
+        (), description="NAME=VALUE set in the server's environment (e.g. a vLLM setting an A/B compares); a"
+        " PYTHONPATH given here goes after the engine plugins", json_schema_extra={"repeatable": True})
+    # Static mode and the step log live in vLLM's scheduler internals (launchers.engine.vllm_releases).
     allow_untested_vllm: bool = Field(
         False, description=f"launch a vLLM release outside the tested {releases_in_words()} (every report then says"
         " UNTESTED VLLM beside its headline)")
@@ -70,6 +77,26 @@ class ServerConfig(BaseModel):
             # An empty path would resolve to the working directory.
             raise ValueError("model must not be empty: use tiny, a profile name, a directory or a hub id")
         return model
+
+    @field_validator("server_python")
+    @classmethod
+    def _python_named(cls, python: str | None) -> str | None:
+        if python is not None and not python.strip():
+            raise ValueError("server_python must not be empty: name the Python of a vLLM environment")
+        return python
+
+    @field_validator("server_env")
+    @classmethod
+    def _assignments(cls, assignments: tuple[str, ...]) -> tuple[str, ...]:
+        for assignment in assignments:
+            name, equals, _ = assignment.partition("=")
+            if not equals or not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
+                raise ValueError(f"server_env {assignment!r}: write NAME=VALUE, NAME a variable name")
+        return assignments
+
+    def environment(self) -> dict[str, str]:
+        """`server_env` as a mapping (a later NAME wins)."""
+        return dict(assignment.split("=", 1) for assignment in self.server_env)
 
     @field_validator("layout", mode="before")
     @classmethod

@@ -4,7 +4,7 @@ B members with planned outputs of 20 tokens and one of 200 (at B = 4: 20/20/20/2
 start together; once all of them have streamed a token (or FIFTH_AFTER_S later at
 most), one more request, "the fifth" (the B+1-th), is sent. It runs at the server's own
 B, so the servers of the other checks serve it too. What
-the scheduler did is read from the engine's own step log (launchers.step_recorder), in
+the scheduler did is read from the engine's own step log (launchers.engine.step_recorder), in
 engine steps, never from speed: every request carries an X-Request-Id, so its admission
 and finish steps are known exactly.
 

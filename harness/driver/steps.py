@@ -1,4 +1,4 @@
-"""The engine's step log (launchers.step_recorder) cut down to one run: steps.parquet.
+"""The engine's step log (launchers.engine.step_recorder) cut down to one run: steps.parquet.
 
 A launched server appends one JSON line per engine step to its step log for as long
 as it lives. A run notes the log's size when it starts; afterwards it reads what

@@ -150,7 +150,7 @@ def simulate(
       has fully finished; finished rows stop costing but stay empty until the longest
       member ends; a step's cost counts the members still generating. With
       `static_batch_wait_s`, a batch forms only once B requests wait or the oldest has
-      waited that long (the static server's max batch delay, launchers.static_scheduler).
+      waited that long (the static server's max batch delay, launchers.engine.static_scheduler).
     - naive: padded static batching; every row of a wave generates (and prefills) to
       the wave's longest member, so each step costs a full wave, and every request is
       returned at the wave's end. Each wave after the first starts `wave_gap_s` after

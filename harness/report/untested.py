@@ -1,4 +1,4 @@
-"""What every report says of runs on a vLLM outside the tested releases (launchers.vllm_releases).
+"""What every report says of runs on a vLLM outside the tested releases (launchers.engine.vllm_releases).
 
 Such a server ran only because --allow-untested-vllm said so; its launcher recorded the
 marking ("UNTESTED VLLM 0.35.0 (...)", harness.rundir.manifest.untested_vllm). The reports

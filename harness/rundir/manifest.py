@@ -228,7 +228,7 @@ def untested_vllm(servers: Iterable[ServerRecord | Mapping[str, Any] | None]) ->
     """Each distinct "UNTESTED VLLM ..." marking of `servers` (launchers' server records, a manifest's `server`).
 
     A launcher records one when it ran a vLLM outside the tested releases
-    (launchers.vllm_releases) because --allow-untested-vllm said so; empty for tested ones.
+    (launchers.engine.vllm_releases) because --allow-untested-vllm said so; empty for tested ones.
     """
     records = [ServerRecord.model_validate(server) if isinstance(server, Mapping) else server for server in servers]
     found = [record.vllm_untested for record in records if record is not None and record.vllm_untested]

@@ -9,7 +9,7 @@ it; telemetry uses the same clock, so the tables line up.
   per-token inter-token latency is honest about coalescing.
 - `telemetry.parquet`: one row per poll of the server's /metrics (TELEMETRY_SCHEMA).
 - `steps.parquet`: one row per engine step during the run (STEP_SCHEMA), recorded
-  inside vLLM by launchers.step_recorder; only for servers the harness launched.
+  inside vLLM by launchers.engine.step_recorder; only for servers the harness launched.
   Its times are the engine process's `time.time()`: the same clock on one machine.
 - `gpu.parquet`: one row per GPU per NVML sample during the run (GPU_SCHEMA), taken by
   harness.telemetry.gpu; only when the server runs on a machine with an NVIDIA GPU and

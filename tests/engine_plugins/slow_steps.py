@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from launchers.step_recorder import RecordingScheduler
+from launchers.engine.step_recorder import RecordingScheduler
 
 SLOWDOWN_ENV = "BATCHBENCH_TEST_STEP_SLOWDOWN"
 SCHEDULER_CLS = "tests.engine_plugins.slow_steps.SlowRecordingScheduler"

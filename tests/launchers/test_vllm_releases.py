@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.vllm_releases import (
+from launchers.engine.vllm_releases import (
     CPU_RELEASE,
     GPU_RELEASE,
     OVERRIDE_FLAG,

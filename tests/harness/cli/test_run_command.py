@@ -21,7 +21,7 @@ from harness.errors import ServerError
 from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
 from launchers import ServerSpec, start
-from launchers.vllm_releases import CPU_RELEASE
+from launchers.engine.vllm_releases import CPU_RELEASE
 
 WORKLOAD = """\
 name: small-spread

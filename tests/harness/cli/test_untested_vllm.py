@@ -2,7 +2,7 @@
 
 The server's Python is a bare venv whose `vllm` says it is the version under test (its
 package metadata is all the launcher reads before starting it): outside the releases of
-launchers.vllm_releases the command stops in one line before anything is made; with
+launchers.engine.vllm_releases the command stops in one line before anything is made; with
 --allow-untested-vllm it goes on to start that "vLLM", which here is no server at all.
 """
 

@@ -25,7 +25,7 @@ def vllm_id(tag: str, request_id: int, suffix: str = "1f2e3d4c") -> str:
 
 
 def line(t, *, admitted=(), finished=(), running=1, generated=1):
-    """One step-log row with the keys launchers.step_recorder writes."""
+    """One step-log row with the keys launchers.engine.step_recorder writes."""
     return {
         "t": t, "end": t + 0.05, "running": running, "waiting": 2, "prefill": 10, "decode": 3,
         "context": 100, "generated": generated, "admitted": list(admitted), "finished": list(finished),

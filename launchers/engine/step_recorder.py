@@ -1,7 +1,7 @@
 """Engine-side truth: a `--scheduler-cls` layer that records every engine step inside vLLM.
 
 Both modes run through it: continuous as `RecordingScheduler` (vLLM's own admission),
-static as `launchers.static_scheduler.StaticBatchScheduler` (our admission). The
+static as `launchers.engine.static_scheduler.StaticBatchScheduler` (our admission). The
 recorder is the outermost layer of each, so the two modes still differ only in
 admission, and it sees the waiting queue as vLLM's metrics do.
 
@@ -29,7 +29,7 @@ still carries it in `running`, while the dropped token is not counted in `genera
 A request that leaves between steps (an abort) is `finished` on the next row written.
 
 What is read of vLLM's scheduler, and how each release differs there, is in
-`launchers.scheduler_api`, checked when the engine starts.
+`launchers.engine.scheduler_api`, checked when the engine starts.
 
 The work per step is kept off the per-request path where vLLM already did it: the
 context comes from the counts vLLM put in the scheduler output, and only requests
@@ -47,13 +47,13 @@ from typing import TYPE_CHECKING, Any
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from launchers.engine_env import STEP_LOG_ENV
-from launchers.scheduler_api import SchedulerApi
+from .engine_env import STEP_LOG_ENV
+from .scheduler_api import SchedulerApi
 
 FLUSH_INTERVAL_S = 0.5
 
 # The mixins below always sit in front of a vLLM scheduler class (see the concrete classes at
-# the bottom of this module and of launchers.static_scheduler); to the type checker they are
+# the bottom of this module and of launchers.engine.static_scheduler); to the type checker they are
 # Scheduler subclasses, so it checks their use of its attributes. At run time their base stays
 # `object`, so the MRO of the concrete classes is unchanged.
 if TYPE_CHECKING:

@@ -27,9 +27,9 @@ from vllm import __version__ as vllm_version
 from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from vllm.v1.core.sched.request_queue import RequestQueue
 
-from launchers.vllm_releases import releases_in_words
+from .vllm_releases import releases_in_words
 
-# Dataclass fields read from each step's scheduler output (launchers.step_recorder).
+# Dataclass fields read from each step's scheduler output (launchers.engine.step_recorder).
 OUTPUT_FIELDS: dict[type, tuple[str, ...]] = {
     SchedulerOutput: ("num_scheduled_tokens", "scheduled_new_reqs", "scheduled_cached_reqs",
                       "total_num_scheduled_tokens"),

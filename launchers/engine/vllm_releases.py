@@ -1,7 +1,7 @@
 """The vLLM releases whose scheduler internals the static plugin and the step recorder are tested on.
 
-Static mode and the step log live in vLLM's scheduler (`launchers.static_scheduler`,
-`launchers.step_recorder`), which is no public API: a release that renames a field or
+Static mode and the step log live in vLLM's scheduler (`launchers.engine.static_scheduler`,
+`launchers.engine.step_recorder`), which is no public API: a release that renames a field or
 moves a queue can make static mode admit mid-batch or shift the step log without any
 error. So a launched server must run one of the releases listed here, each of which
 has its own scheduler classes driven by tests/launchers/test_scheduler_call_orders.py

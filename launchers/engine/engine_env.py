@@ -4,7 +4,7 @@ Kept free of vLLM imports: the launcher (which must start without vLLM installed
 say so in one line) and the plugins (which run inside the engine) both read them here.
 """
 
-# Static mode: how long to wait for a full batch (launchers.static_scheduler).
+# Static mode: how long to wait for a full batch (launchers.engine.static_scheduler).
 BATCH_WAIT_ENV = "BATCHBENCH_STATIC_BATCH_WAIT_S"
-# Where the engine appends one line per step (launchers.step_recorder).
+# Where the engine appends one line per step (launchers.engine.step_recorder).
 STEP_LOG_ENV = "BATCHBENCH_STEP_LOG"

@@ -7,11 +7,11 @@ until they finish. Everything else (token budget, chunked prefill, KV allocation
 preemption, async scheduling) is vLLM's own code, so the measured gap is batching alone.
 
 The trick: for the duration of each `schedule()` call, each of vLLM's waiting queues
-(`self.waiting`, and the others a release has: launchers.scheduler_api) holds only the
+(`self.waiting`, and the others a release has: launchers.engine.scheduler_api) holds only the
 members of the current batch; the other waiting requests are put back afterwards, in
 their order, so vLLM's metrics still count them as waiting.
 
-Every engine step is recorded by `launchers.step_recorder`, as in continuous mode.
+Every engine step is recorded by `launchers.engine.step_recorder`, as in continuous mode.
 
 Two classes, because vLLM chooses `AsyncScheduler` when async scheduling is on and
 a plain `Scheduler` subclass would silently turn it off. The launcher passes the
@@ -32,9 +32,9 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.request_queue import create_request_queue
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from launchers.engine_env import BATCH_WAIT_ENV
-from launchers.scheduler_api import SchedulerApi
-from launchers.step_recorder import SchedulerMixinBase, StepRecorder
+from .engine_env import BATCH_WAIT_ENV
+from .scheduler_api import SchedulerApi
+from .step_recorder import SchedulerMixinBase, StepRecorder
 
 logger = init_logger(__name__)
 
@@ -99,7 +99,7 @@ class StaticAdmission(SchedulerMixinBase):
         logger.debug("batchbench static batch %d: %d members", self._batches_formed, len(self._batch))
 
 
-# The recorder is the outer layer, as in continuous mode (launchers.step_recorder).
+# The recorder is the outer layer, as in continuous mode (launchers.engine.step_recorder).
 class StaticBatchScheduler(StepRecorder, StaticAdmission, Scheduler):
     """Static batching over vLLM's synchronous scheduler (async scheduling off), recorded."""
 
