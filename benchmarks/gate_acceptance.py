@@ -55,7 +55,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -89,14 +88,20 @@ INDEPENDENT_RESULTS = ROOT / "benchmarks" / "results" / "gate_acceptance_indepen
 
 
 def launch(arm: str, scratch: Path, stack: contextlib.ExitStack):
-    """A continuous server of this arm; the slowdown reaches the engine through its environment."""
-    extra = ("--scheduler-cls", SCHEDULER_CLS) if SLOWDOWNS[arm] else ()
-    os.environ[SLOWDOWN_ENV] = repr(SLOWDOWNS[arm])
-    try:
-        server = stack.enter_context(start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH,
-                                                      vllm_args=extra), log_dir=scratch / f"server-{arm}"))
-    finally:
-        del os.environ[SLOWDOWN_ENV]
+    """A continuous server of this arm (launch_slowed)."""
+    return launch_slowed(arm, SLOWDOWNS[arm], scratch, stack)
+
+
+def launch_slowed(name: str, slowdown: float, scratch: Path, stack: contextlib.ExitStack):
+    """A continuous server whose every engine step is slowed by `slowdown` (0: vLLM's own scheduler), warmed up.
+
+    The test plugin is imported from this checkout (its PYTHONPATH in the server's environment,
+    after the staged engine package) and reads its slowdown from the server's environment.
+    """
+    extra = ("--scheduler-cls", SCHEDULER_CLS) if slowdown else ()
+    env = (f"PYTHONPATH={ROOT}", f"{SLOWDOWN_ENV}={slowdown!r}") if slowdown else ()
+    server = stack.enter_context(start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=BATCH,
+                                                  vllm_args=extra, server_env=env), log_dir=scratch / f"server-{name}"))
     endpoint = probe_endpoint(server.base_url, {}, None)
     warm_up(endpoint, {}, BATCH, "hello " * 8, DEFAULT_STALL_TIMEOUT_S)
     return server, endpoint

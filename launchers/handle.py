@@ -138,7 +138,7 @@ def launch(
     socket_name_len: int = 0,
     settle: Callable[[Handle], None] | None = None,
 ) -> Handle:
-    """Spawn a server in a temp dir of its own and wait until it serves; its handle.
+    """Spawn a server in a temp dir of its own (its working directory too) and wait until it serves; its handle.
 
     `command(temp_dir)` gives its argv and the environment it adds to `environ`;
     `handle_of(process, argv, env_overrides, temp_dir)` makes its handle; `settle(handle)`
@@ -149,7 +149,7 @@ def launch(
     with contextlib.ExitStack() as on_failure:
         temp_dir = on_failure.enter_context(ServerTempDir(socket_name_len))
         argv, env_overrides = command(temp_dir.path)
-        process = spawn(argv, {**environ, **env_overrides}, log_path)
+        process = spawn(argv, {**environ, **env_overrides}, log_path, temp_dir.path)
         on_failure.callback(stop_process, process, grace_s)
         handle = handle_of(process, argv, env_overrides, temp_dir)
         handle.write_info()

@@ -42,11 +42,16 @@ def ensure_port_free(host: str, port: int) -> None:
             raise UsageError(f"port {port} on {host} is already in use ({exc.strerror})") from exc
 
 
-def spawn(argv: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
-    """Start a server as a process group of its own (stopped as one), its output appended to `log_path`."""
+def spawn(argv: list[str], env: Mapping[str, str], log_path: Path, cwd: Path) -> subprocess.Popen:
+    """Start a server as a process group of its own (stopped as one), in `cwd`, its output appended to `log_path`.
+
+    `python -m` puts its working directory first on the path: a server started in the caller's
+    directory (a vLLM source checkout, this project) would import from there.
+    """
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env), cwd=cwd,
+            start_new_session=True,
         )
 
 

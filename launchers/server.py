@@ -19,13 +19,13 @@ from harness.errors import UsageError
 from harness.settings import Settings
 from harness.systems import Mode
 from launchers.engine.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
+from launchers.engine.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
 from launchers.handle import ServerProcess, launch
 from launchers.layout import Layout, apply_layout, resolve_layout
 from launchers.models import ResolvedModel, resolve_model
 from launchers.process import chosen_port, group_members
 from launchers.server_files import VLLM_SOCKET_NAME_LEN, ServerTempDir, compile_cache_env, temp_env
 from launchers.spec import ServerSpec
-from launchers.engine.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
 
 # The folder holding `launchers/engine`, in place. A launched engine imports a copy of that package
 # alone (stage_engine_package), never this folder: in an installed wheel it is site-packages.
@@ -268,14 +268,24 @@ class ServerHandle(ServerProcess):
         return models.status_code == 200 and any(m.get("id") == self.info.model for m in models.json().get("data", []))
 
 
-def probe_vllm(python: str) -> VllmBuild:
-    """Which vLLM distribution and version the environment of `python` has; UsageError, in one line, naming
-    `python`, when it is missing, is not a Python, or has no vLLM. Nothing is installed or written there."""
+def interpreter(python: str) -> str:
+    """`python` (a path, or a command found on PATH) as an absolute path; UsageError when it is no executable file.
+
+    Absolute, since a server runs in its own temp dir; not resolved through symlinks, since a
+    venv's interpreter finds its environment by the path it was called by.
+    """
     where = shutil.which(python) if os.sep not in python else python
     if where is None or not Path(where).exists():
         raise UsageError(f"server python {python}: no such file")
     if Path(where).is_dir() or not os.access(where, os.X_OK):
         raise UsageError(f"server python {python}: not an executable file")
+    return os.path.abspath(where)
+
+
+def probe_vllm(python: str) -> VllmBuild:
+    """Which vLLM distribution and version the environment of `python` has; UsageError, in one line, naming
+    `python`, when it is missing, is not a Python, or has no vLLM. Nothing is installed or written there."""
+    where = interpreter(python)
     try:
         result = subprocess.run([where, "-c", _PROBE_VLLM], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -312,6 +322,7 @@ def start(
     python = spec.server_python or settings.server_python
     # Cheap checks first: a busy port must not cost a model build (seconds on an empty cache).
     port = chosen_port(spec.host, spec.port)
+    python = interpreter(python)
     vllm = probe_vllm(python)
     support = vllm.checked(spec.allow_untested_vllm)
     resolved = resolve_model(spec.model)

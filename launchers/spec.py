@@ -27,8 +27,8 @@ from pydantic import (
 from harness.errors import UsageError
 from harness.systems import MODES, Mode
 from harness.workload.limits import Batch, NonNegativeSeconds, Seconds
-from launchers.layout import LAYOUTS, Layout
 from launchers.engine.vllm_releases import releases_in_words
+from launchers.layout import LAYOUTS, Layout
 
 # B, the batch width of every system, where none is chosen: vLLM's --max-num-seqs. In the
 # harness's code it is `batch_size`; a launcher's config keeps vLLM's name for it.

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 # Commands whose process runs Locust's users (gevent): the load commands and the jobs made of runs.
-LOAD_COMMANDS = frozenset({"run", "worker", "reproduce", "sweep-rates", "nightly", "gpu-check"})
+LOAD_COMMANDS = frozenset({"run", "worker", "reproduce", "sweep-rates", "compare", "nightly", "gpu-check"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

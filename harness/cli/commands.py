@@ -14,6 +14,7 @@ from typing import NoReturn
 from harness.cli import (
     analyze,
     calibration,
+    compare,
     gate,
     gpu_check,
     make_trace,
@@ -30,8 +31,8 @@ from harness.cli.options import check_options
 from harness.cli.progress import show_progress
 from harness.errors import EXIT_INTERRUPTED, BatchBenchError, UsageError
 
-COMMANDS = (serve, prepare_model, make_trace, run, worker, analyze, reproduce, sweep_rates, gate, nightly, predict,
-            calibration, gpu_check)
+COMMANDS = (serve, prepare_model, make_trace, run, worker, analyze, reproduce, sweep_rates, compare, gate, nightly,
+            predict, calibration, gpu_check)
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -23,19 +23,34 @@ def from_history(
 ) -> dict[str, BaselineSample]:
     """Each candidate configuration's last `last` accepted nights from the history.
 
-    Only from the candidate's machine and server version unless pooled; only nights
-    that ended before the candidate's first repetition began, so it is never its own baseline.
+    Only from the candidate's machine and server build unless pooled; only nights that ended
+    before the candidate's first repetition began, so it is never its own baseline. A
+    configuration with no such night on its own server build (not pooled) is an upgrade: its
+    baseline is the last `last` accepted nights of the build before it (HistoryStore.previous_server),
+    labelled "<previous build> -> <this build>". A configuration left out has no accepted
+    night here under any server build.
     """
     samples = {}
+    where = "any machine" if pool_hardware else "this machine"
     for key, rows in group_by_config(candidate).items():
         head = rows[0]
-        found = store.baseline(
-            key, last, hardware_key=head.hardware_key, server=head.server, pool_hardware=pool_hardware,
-            pool_servers=pool_servers, before=min(row.recorded_at for row in rows),
-        )
+        start = min(row.recorded_at for row in rows)
+        found = store.baseline(key, last, hardware_key=head.hardware_key, server=head.server,
+                               pool_hardware=pool_hardware, pool_servers=pool_servers, before=start)
+        previous = None
+        if not found.nights and not pool_servers:
+            previous = store.previous_server(key, head.server, start, hardware_key=head.hardware_key,
+                                             pool_hardware=pool_hardware)
+            if previous is not None:
+                found = store.baseline(key, last, hardware_key=head.hardware_key, server=previous,
+                                       pool_hardware=pool_hardware, before=start)
         if not found.nights:
             continue
         nights = tuple(night.repetitions for night in found.nights)
-        where = "any machine" if pool_hardware else "this machine"
-        samples[key] = BaselineSample(nights, f"last {len(nights)} accepted nights ({where})")
+        if previous is None:
+            samples[key] = BaselineSample(nights, f"last {len(nights)} accepted nights ({where})")
+        else:
+            samples[key] = BaselineSample(
+                nights, f"last {len(nights)} accepted nights of the previous server build, {previous} ({where})",
+                upgrade=f"{previous} -> {head.server}")
     return samples

@@ -4,6 +4,8 @@ A candidate (a run, a reproduce or a nightly result) holds repetitions of one or
 configurations (RepetitionRow.config_key). Each is judged against its baseline sample by
 `harness.gate.statistics.decide`; the gate's outcome is the worst of them: any
 regression, else any inconclusive, else pass. Pure: the repetitions come in as rows.
+A configuration whose baseline is an earlier server build's (an upgrade) is judged the same
+way, and its verdict carries the upgrade's label for the outputs.
 
 Repetitions with an UNSTABLE health verdict are set aside, on either side, and named in the
 reasons: they are not measurements. The gate judges the rest, so a configuration left
@@ -45,6 +47,9 @@ class BaselineSample:
     nights: tuple[tuple[RepetitionRow, ...], ...]
     # Where it came from, for the output: "pinned <dir>" or "last 7 accepted nights".
     description: str
+    # "<previous build> -> <candidate's build>" when the nights are the server build's before the
+    # candidate's (harness.gate.baselines.from_history): the candidate is an upgrade, judged like any night.
+    upgrade: str | None = None
 
     @property
     def repetitions(self) -> tuple[RepetitionRow, ...]:
@@ -64,6 +69,8 @@ class ConfigVerdict:
     outcome: Outcome
     reasons: tuple[str, ...]
     baseline_description: str
+    # The baseline's upgrade label (BaselineSample.upgrade), for the outputs to show; None: not an upgrade.
+    upgrade: str | None
 
 
 @dataclass(frozen=True)
@@ -119,8 +126,10 @@ def judge_config(
 ) -> ConfigVerdict:
     """One configuration's verdict: its candidate repetitions against its baseline sample.
 
-    No baseline: inconclusive, or, with `first_night_passes` (a nightly's first night of
-    a configuration), a pass that starts the baseline.
+    No baseline: inconclusive, or, with `first_night_passes` (a nightly's first night of a
+    configuration on its machine under any server build: an upgrade's baseline is the previous
+    build's nights), a pass that starts the baseline. An upgrade is judged like any other night
+    and carries its label into the verdict.
     """
     head = candidate[0]
     chosen = choose_metric(metric, [*candidate, *(baseline.repetitions if baseline else ())])
@@ -132,13 +141,13 @@ def judge_config(
     def result(outcome: Outcome, reasons: Sequence[str], base: Estimate | None = None,
                verdict: Verdict | None = None) -> ConfigVerdict:
         return ConfigVerdict(head.config_key, label(head), chosen, estimate, base, verdict, outcome,
-                             tuple(reasons), base_description)
+                             tuple(reasons), base_description, baseline.upgrade if baseline else None)
 
     if baseline is None or not baseline.repetitions:
         failed = _failed(candidate, "candidate")
         if first_night_passes and len(values) >= rule.min_repetitions and not failed:
-            return result("pass", ["first night of this configuration on this machine and server: it starts the"
-                                   " baseline", *set_aside])
+            return result("pass", ["first night of this configuration on this machine, under any server build: it"
+                                   " starts the baseline", *set_aside])
         short = failed if first_night_passes else ["no baseline repetitions of this configuration"]
         if len(values) < rule.min_repetitions:
             short.append(f"{len(values)} usable candidate repetitions, fewer than {rule.min_repetitions}")

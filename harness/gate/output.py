@@ -37,10 +37,21 @@ def _p(config: ConfigVerdict) -> str:
     return f"{config.verdict.p_value:.3g}" if config.verdict is not None else "-"
 
 
+def configuration(config: ConfigVerdict) -> str:
+    """A configuration's name as the outputs show it: its label, then its upgrade when it is one."""
+    return f"{config.label} (upgrade {config.upgrade})" if config.upgrade else config.label
+
+
+def why(config: ConfigVerdict) -> str:
+    """Every reason of a verdict in one line, after its upgrade when it is one."""
+    reasons = "; ".join(config.reasons)
+    return f"upgrade {config.upgrade}, against {config.baseline_description}: {reasons}" if config.upgrade else reasons
+
+
 def rows(result: GateResult) -> list[tuple[str, ...]]:
     """One row of formatted cells per configuration, in HEADER's order."""
     return [
-        (config.label, config.metric, _estimate(config.baseline, config.metric),
+        (configuration(config), config.metric, _estimate(config.baseline, config.metric),
          _estimate(config.candidate, config.metric), _ratio(config),
          _p(config), VERDICT_WORDS[config.outcome], config.reasons[0])
         for config in result.configs
@@ -71,19 +82,23 @@ def to_markdown(result: GateResult) -> str:
 
     parts = [f"## Regression gate: {VERDICT_WORDS[result.outcome]}", "", line(HEADER), line(("---",) * len(HEADER))]
     parts += [line(row) for row in rows(result)]
-    details = [f"- **{c.label}** ({VERDICT_WORDS[c.outcome]}, baseline: {c.baseline_description}): "
+    details = [f"- **{configuration(c)}** ({VERDICT_WORDS[c.outcome]}, baseline: {c.baseline_description}): "
                + "; ".join(c.reasons) for c in result.configs]
     return "\n".join([*parts, "", *details, *[f"- {note}" for note in result.notes], "", summary_line(result)]) + "\n"
 
 
 def to_junit_xml(result: GateResult) -> str:
-    """JUnit XML, one test case per configuration: a regression fails, inconclusive is skipped."""
+    """JUnit XML, one test case per configuration: a regression fails, inconclusive is skipped.
+
+    A case is named by the configuration's label alone, so that it stays one test across server
+    builds; an upgrade is said in its message.
+    """
     suite = ET.Element("testsuite", name="batchbench gate", tests=str(len(result.configs)),
                        failures=str(sum(c.outcome == "regression" for c in result.configs)),
                        skipped=str(sum(c.outcome == "inconclusive" for c in result.configs)))
     for config in result.configs:
         case = ET.SubElement(suite, "testcase", classname="batchbench.gate", name=config.label)
-        message = "; ".join(config.reasons)
+        message = why(config)
         if config.outcome == "regression":
             ET.SubElement(case, "failure", message=message, type="regression").text = message
         elif config.outcome == "inconclusive":
@@ -111,6 +126,7 @@ def to_json(result: GateResult) -> str:
             "outcome": config.outcome,
             "reasons": list(config.reasons),
             "baseline_source": config.baseline_description,
+            "upgrade": config.upgrade,
             "baseline": _estimate_json(config.baseline),
             "candidate": _estimate_json(config.candidate),
             "ratio": _estimate_json(verdict.ratio) if verdict else None,

@@ -186,15 +186,25 @@ def smallest_p_value(n_baseline: int, n_candidate: int) -> float:
     return 1.0 / math.comb(n_baseline + n_candidate, n_candidate)
 
 
+def repetitions_needed(alpha: float) -> int:
+    """The fewest repetitions a side (the same on both) at which the one-sided exact test can reach `alpha`."""
+    n = 1
+    while smallest_p_value(n, n) > alpha:
+        n += 1
+    return n
+
+
 def _sample_problems(n_base: int, n_cand: int, base_cv: float, cand_cv: float, rule: GateRule) -> list[str]:
     problems = []
     if min(n_base, n_cand) < rule.min_repetitions:
         problems.append(f"too few repetitions: {n_base} baseline, {n_cand} candidate"
                         f" (at least {rule.min_repetitions} a side)")
     elif smallest_p_value(n_base, n_cand) > rule.alpha:
+        needed = repetitions_needed(rule.alpha)
         problems.append(
             f"too few repetitions for the test to reach alpha {rule.alpha:g}: with {n_base} baseline and {n_cand} "
-            f"candidate repetitions its smallest p is {smallest_p_value(n_base, n_cand):.3g}"
+            f"candidate repetitions its smallest p is {smallest_p_value(n_base, n_cand):.3g}; it needs {needed} a"
+            f" side to decide (e.g. `reproduce --repetitions {needed}` for both)"
         )
     for side, cv in (("baseline", base_cv), ("candidate", cand_cv)):
         if cv > rule.max_repetition_cv:

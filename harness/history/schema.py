@@ -1,4 +1,4 @@
-"""The history store's SQLite schema (version 3), its upgrades, and RepetitionRow to and from its columns.
+"""The history store's SQLite schema (version 4), its upgrades, and RepetitionRow to and from its columns.
 
 One table, `repetitions`, one row per RepetitionRow plus its two derived keys. Timestamps are
 stored as fixed-width ISO 8601 UTC text ('YYYY-MM-DDTHH:MM:SS.ffffffZ'), so text order
@@ -7,21 +7,24 @@ SQLite's `PRAGMA user_version`: 0 means a new file, to be created.
 
 Version 1 named the table `trials` and the column `invocation_id` `batch_id`; UPGRADES
 renames them in place, keeping every row. Version 2 had no `arrival` (its rows read "unknown")
-and no `e2e_p50_at_one_speed_s` (NULL).
+and no `e2e_p50_at_one_speed_s` (NULL). Version 3 had no `measurement_version` (its rows read
+1) and no `server_args` (''), and hashed the harness version into `config_key`: its keys are
+recomputed under today's CONFIG_FIELDS (rekey).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 
-from harness.history.rows import RepetitionRow
+from harness.history.rows import CONFIG_FIELDS, HARDWARE_FIELDS, RepetitionRow, hash_key, server_label
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 CREATE_STATEMENTS = (
@@ -35,12 +38,14 @@ CREATE_STATEMENTS = (
         workload TEXT NOT NULL,
         arrival TEXT NOT NULL DEFAULT 'unknown',
         plan_sha256 TEXT NOT NULL,
+        measurement_version INTEGER NOT NULL DEFAULT 1,
         harness_version TEXT NOT NULL,
         cpu TEXT NOT NULL,
         cores INTEGER NOT NULL,
         gpu TEXT NOT NULL,
         server_name TEXT NOT NULL,
         server_version TEXT NOT NULL,
+        server_args TEXT NOT NULL DEFAULT '',
         git_sha TEXT,
         recorded_at TEXT NOT NULL,
         source TEXT NOT NULL,
@@ -90,7 +95,15 @@ UPGRADES: dict[int, tuple[str, ...]] = {
         "ALTER TABLE repetitions ADD COLUMN arrival TEXT NOT NULL DEFAULT 'unknown'",
         "ALTER TABLE repetitions ADD COLUMN e2e_p50_at_one_speed_s REAL",
     ),
+    # Rows of before measured the way measurement version 1 does.
+    3: (
+        "ALTER TABLE repetitions ADD COLUMN measurement_version INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE repetitions ADD COLUMN server_args TEXT NOT NULL DEFAULT ''",
+    ),
 }
+# The versions whose upgrade changes what the keys hash: a file upgraded from any of them has its
+# keys recomputed (rekey) once its columns are today's, so every step's columns exist by then.
+REKEYING_UPGRADES = frozenset({3})
 INSERT = f"INSERT INTO repetitions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
@@ -112,6 +125,25 @@ def row_values(row: RepetitionRow) -> tuple[Any, ...]:
             value = json.dumps(list(value))
         values.append(value)
     return tuple(values)
+
+
+def rekey(connection: sqlite3.Connection) -> int:
+    """Recompute every stored row's `config_key` and `hardware_key` from its columns; how many rows changed."""
+    fields = (*CONFIG_FIELDS, *HARDWARE_FIELDS)
+    changed = []
+    for row_id, config_key, hardware_key, *values in connection.execute(
+            f"SELECT id, config_key, hardware_key, {', '.join(fields)} FROM repetitions"):
+        keys = (hash_key(values[:len(CONFIG_FIELDS)]), hash_key(values[len(CONFIG_FIELDS):]))
+        if keys != (config_key, hardware_key):
+            changed.append((*keys, row_id))
+    connection.executemany("UPDATE repetitions SET config_key = ?, hardware_key = ? WHERE id = ?", changed)
+    return len(changed)
+
+
+def server_labels(frame: pd.DataFrame) -> pd.Series:
+    """Each repetition's server build (RepetitionRow.server) of a store's frame, on the frame's index."""
+    columns = zip(frame["server_name"], frame["server_version"], frame["server_args"], strict=True)
+    return pd.Series([server_label(*build) for build in columns], index=frame.index, dtype=object)
 
 
 def decode_frame(frame: pd.DataFrame) -> pd.DataFrame:

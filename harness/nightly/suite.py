@@ -26,11 +26,11 @@ from pydantic import (
 
 from harness.errors import UsageError
 from harness.gate.rule import BASELINE_NIGHTS, DEFAULT_RULE
-from harness.systems import HF_SYSTEMS, SystemName
+from harness.systems import HF_SYSTEMS, VLLM_SERVER_MODE, Mode, SystemName
 from harness.validation import describe_validation_error
 from harness.workload import WorkloadSpec, load_specs
 from harness.workload.limits import Share
-from launchers.spec import ServerConfig
+from launchers.spec import Endpoints, ServerConfig
 from launchers.transformers_server import check_servable
 from workloads import SUITES_DIR, list_builtin_suites
 
@@ -67,6 +67,12 @@ class Suite(_Frozen):
     repetitions: Count = Field(3, validation_alias=AliasChoices("repetitions", "trials"),
                                description="Runs of each (workload, system), interleaved across all of them.")
     server: ServerConfig = Field(default_factory=ServerConfig, description="The server under test.")
+    endpoint: str | None = Field(
+        None, min_length=1, description="Base URL of a continuous vLLM server already running, measured instead of"
+        " one launched here (continuous and naive run on it); static is then measured only at static_endpoint.")
+    static_endpoint: str | None = Field(
+        None, min_length=1, description="Base URL of a static-batching vLLM server already running, measured"
+        " instead of one launched here.")
     gate: GatePolicy = Field(default_factory=GatePolicy, description="How a night is judged.")
 
     @field_validator("workloads", "systems")
@@ -75,6 +81,22 @@ class Suite(_Frozen):
         if len(set(values)) != len(values):
             raise ValueError(f"names repeat: {', '.join(values)}")
         return values
+
+    @model_validator(mode="after")
+    def _endpoints_cover_systems(self) -> Suite:
+        # vLLM's systems run on given servers or on launched ones, never on a mix of the two.
+        if self.endpoint is None and self.static_endpoint is None:
+            return self
+        field_of: dict[Mode, str] = {"continuous": "endpoint", "static": "static_endpoint"}
+        missing = [f"{system} needs {field_of[mode]}" for system in self.systems
+                   if (mode := VLLM_SERVER_MODE.get(system)) and getattr(self, field_of[mode]) is None]
+        if missing:
+            raise ValueError(f"a suite naming an endpoint runs every vLLM system on one: {', '.join(missing)}")
+        return self
+
+    def endpoints(self) -> Endpoints:
+        """The servers the suite names running; the others are launched (harness.sweep.servers.run_targets)."""
+        return Endpoints(continuous=self.endpoint, static=self.static_endpoint)
 
     @model_validator(mode="after")
     def _servable(self) -> Suite:

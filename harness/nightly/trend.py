@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.gate.compare import ConfigVerdict, GateResult
-from harness.gate.output import HEADER, rows, summary_line
+from harness.gate.output import HEADER, configuration, rows, summary_line, why
 from harness.gate.rule import format_figure
 from harness.nightly.changes import ChangePoint, change_points
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
@@ -83,7 +83,8 @@ def trend_title(suite_name: str, untested_vllm: Sequence[str] = ()) -> str:
 
 def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame],
                  untested_vllm: Sequence[str] = ()) -> list[Block]:
-    """The trend report: tonight's verdict table, then one figure per configuration.
+    """The trend report: tonight's verdict table, then one figure per configuration (an upgrade says so on its
+    table row, its heading and its notes).
 
     `history` holds each configuration's repetitions (the store's frame, tonight's included),
     from this machine and server, by config_key. `untested_vllm`: the markings of servers
@@ -101,12 +102,12 @@ def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.D
         if not points:
             continue
         changes = change_points([p.median for p in points])
-        blocks.append(Heading(config.label, 2))
+        blocks.append(Heading(configuration(config), 2))
         blocks.append(Image(f"trend-{index}", trend_plot(points, config, changes),
                             f"{config.label}: {len(points)} nights; tonight {config.outcome}"))
         notes = [f"change point before {points[c.index].invocation_id}: {format_figure(config.metric, c.before)}"
                  f" -> {format_figure(config.metric, c.after)}"
                  f" ({c.change:+.1%}, p = {c.pvalue:.2g})" for c in changes]
-        notes.append("; ".join(config.reasons))
+        notes.append(why(config))
         blocks.append(Bullets(tuple(notes)))
     return blocks

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 from collections.abc import Iterable, Mapping
 from importlib import metadata
@@ -134,12 +135,24 @@ class ServerRecord(BaseModel):
     )
     calibration_only: bool = Field(False, description="the calibration endpoint, which measures the client only")
     step_log: str | None = Field(None, description="the engine's per-step log it wrote; None: none")
+    vllm_args: list[str] = Field(
+        default_factory=list, description="the extra vLLM arguments it was started with, in order (vLLM); empty in"
+        " runs recorded before the launcher kept them")
+    server_env: list[str] = Field(
+        default_factory=list, description="the NAME=VALUE settings of its environment the user chose (vLLM); empty"
+        " in runs recorded before the launcher kept them")
 
     @property
     def build(self) -> tuple[str, str]:
         """(distribution, version): vLLM's, else the other server's; "unknown" where not recorded."""
         return (self.vllm_distribution or self.server_distribution or "unknown",
                 self.vllm_version or self.server_version or "unknown")
+
+    @property
+    def arguments(self) -> str:
+        """What makes this build what it is beyond its version, as one canonical text: the vLLM arguments in
+        their order, then the environment's settings sorted, shell-quoted where needed; '' for none."""
+        return shlex.join([*self.vllm_args, *sorted(self.server_env)])
 
 
 class RunManifest(BaseModel):

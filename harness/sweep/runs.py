@@ -40,6 +40,9 @@ class SweepCell:
     system: str
     spec: WorkloadSpec
     target: SweepTarget
+    # A sub-path of the runs directory for this cell's runs ("" : the runs directory itself): keeps
+    # apart the runs of two servers measuring the same (system, workload), as `compare`'s A and B.
+    tag: str = ""
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,14 @@ def iter_runs(
     first_repetition: int = 1,
     cluster: ClusterSpec | None = None,
     note: ProgressNote | None = None,
+    alternate: bool = False,
 ) -> Iterator[FinishedRun]:
     """Run each cell `repetitions` times, in the order given, yielding each run as it finishes.
 
     `cluster`: every run's load goes through Locust's master and these workers (None: one process).
     `note`: called for every progress line; what it returns is appended to the line.
+    `alternate`: every second repetition runs the cells in reverse order, so that cells given in
+    pairs run A B, then B A, ...: neither side of a pair always runs first, on a warmer machine.
 
     Run directories are numbered from `first_repetition` (-r1, -r2, ...; no suffix for a
     single repetition numbered 1), so a later call can add repetitions beside earlier ones.
@@ -84,10 +90,12 @@ def iter_runs(
         warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S,
                 backend=target.backend)
     for rep in range(first_repetition, first_repetition + repetitions):
-        for cell in cells:
+        ordered = cells[::-1] if alternate and (rep - first_repetition) % 2 else cells
+        for cell in ordered:
             suffix = f"-r{rep}" if repetitions > 1 or first_repetition > 1 else ""
-            out = runs_dir / f"{cell.system}-{cell.spec.name}{suffix}"
-            header = f"[{cell.system}] {cell.spec.name}{suffix}"
+            out = runs_dir / cell.tag / f"{cell.system}-{cell.spec.name}{suffix}"
+            tag = f" {cell.tag}" if cell.tag else ""
+            header = f"[{cell.system}]{tag} {cell.spec.name}{suffix}"
             where = note() if note else None
             logger.info(f"{header} ({where})" if where else header)
             began = time.monotonic()

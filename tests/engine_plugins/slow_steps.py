@@ -3,8 +3,9 @@
 It stands in for a regression in the server under test, so the gate can be checked
 against a real one. Launch a continuous server with
 `--vllm-arg=--scheduler-cls=tests.engine_plugins.slow_steps.SlowRecordingScheduler`
-(the launcher puts the project root on the engine's PYTHONPATH; the last
-`--scheduler-cls` wins) and `BATCHBENCH_TEST_STEP_SLOWDOWN=0.10` in its environment:
+(the last `--scheduler-cls` wins), `--server-env PYTHONPATH=<this checkout>` (the engine
+finds this module there, and the step recorder in the staged engine package before it) and
+`--server-env BATCHBENCH_TEST_STEP_SLOWDOWN=0.10`:
 every step is stretched to 1 / (1 - 0.10) of the time it took (a sleep at its end), so
 the server's throughput drops by 10%. Steps are still recorded, as for any launched server.
 """

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from launchers.engine.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
-from launchers.models import TINY, prepare_profile
 from launchers.engine.static_scheduler import AsyncStaticBatchScheduler, StaticBatchScheduler
 from launchers.engine.step_recorder import AsyncRecordingScheduler, RecordingScheduler
+from launchers.models import TINY, prepare_profile
 
 # Tests are not a package (importlib import mode): the driver is loaded by path.
 _spec = importlib.util.spec_from_file_location("scheduler_drive", Path(__file__).with_name("scheduler_drive.py"))
@@ -35,7 +35,8 @@ STATIC = (StaticBatchScheduler, AsyncStaticBatchScheduler)
 DEPTHS = (1, 2, 4)
 # (prompt tokens, output tokens): six requests for four slots, lengths all different.
 REQUESTS = [(10, 2), (12, 3), (14, 5), (16, 8), (11, 4), (13, 6)]
-# How much earlier than its schedule() call's decision a step's start may be stamped (launchers/engine/step_recorder.py).
+# How much earlier than its schedule() call's decision a step's start may be stamped
+# (launchers/engine/step_recorder.py).
 STAMP_LEAD_S = 0.005
 
 

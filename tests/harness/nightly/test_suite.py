@@ -7,6 +7,7 @@ import pytest
 from harness.errors import UsageError
 from harness.nightly import list_builtin_suites, load_suite
 from launchers import ServerSpec
+from launchers.spec import Endpoints
 
 
 def test_shipped_suites_load_with_their_workloads():
@@ -105,3 +106,42 @@ def test_a_suites_server_block_is_what_the_cli_launches(tmp_path):
     assert ServerSpec.of(loaded.suite.server, "static") == ServerSpec(
         mode="static", max_num_seqs=8, vllm_args=("--enforce-eager",)
     )
+
+
+def test_a_suites_server_block_names_the_servers_environment_and_arguments(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(HEAD + "\nserver:\n  server_python: /opt/vllm/bin/python\n"
+                     "  server_env: [VLLM_CPU_KVCACHE_SPACE=4, VLLM_CPU_OMP_THREADS_BIND=all]\n"
+                     "  vllm_args: [--enable-prefix-caching]\n")
+    server = load_suite(suite).suite.server
+    assert server.server_python == "/opt/vllm/bin/python"
+    assert server.environment() == {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "all"}
+    assert server.vllm_args == ("--enable-prefix-caching",)
+
+
+def test_a_suite_may_name_running_endpoints(tmp_path):
+    both = tmp_path / "both.yaml"
+    both.write_text("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [continuous, static, naive]\n"
+                    "endpoint: http://10.0.0.5:8000\nstatic_endpoint: http://10.0.0.5:8001\n")
+    suite = load_suite(both).suite
+    assert suite.endpoints() == Endpoints(continuous="http://10.0.0.5:8000", static="http://10.0.0.5:8001")
+    # Without static among its systems, the continuous endpoint is enough; without either, servers are launched.
+    continuous = tmp_path / "continuous.yaml"
+    continuous.write_text("kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: [continuous, naive]\n"
+                          "endpoint: http://10.0.0.5:8000\n")
+    assert load_suite(continuous).suite.endpoints() == Endpoints(continuous="http://10.0.0.5:8000")
+    assert load_suite("cpu-nightly").suite.endpoints() == Endpoints()
+
+
+@pytest.mark.parametrize(("systems", "endpoints", "message"), [
+    ("[continuous, static]", "endpoint: http://h:8000", r"static needs static_endpoint$"),
+    ("[static, naive]", "static_endpoint: http://h:8001", r"naive needs endpoint$"),
+    ("[continuous]", "static_endpoint: http://h:8001", r"continuous needs endpoint$"),
+    ("[continuous]", "endpoint: ''", r"endpoint: String should have at least 1 character"),
+])
+def test_a_suite_naming_endpoints_without_one_a_system_needs_is_refused(tmp_path, systems, endpoints, message):
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"kind: suite\nname: s\nworkloads: [cpu-anyscale-cap128]\nsystems: {systems}\n{endpoints}\n")
+    with pytest.raises(UsageError, match=message) as caught:
+        load_suite(path)
+    assert "\n" not in str(caught.value)

