@@ -95,6 +95,7 @@ def test_compare_refuses_a_missing_environment_before_anything_starts(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.server
 def test_compare_measures_another_environment_against_the_lock(second_python, tmp_path):
     workload = tmp_path / "tiny-burst.yaml"
     workload.write_text(WORKLOAD)
