@@ -45,7 +45,8 @@ DEFAULT_WORKLOADS = ("cpu-anyscale-cap128", "cpu-anyscale-cap1536")
 DEFAULT_REPETITIONS = 5
 Side = Literal["a", "b"]
 SIDES: tuple[Side, ...] = ("a", "b")
-# Under the report directory, each side's runs: <side>/runs/<system>-<workload>-r<N>; its servers: <side>/servers.
+# Under the report directory, each side's runs: runs/<side>-<system>-<workload>-r<N> (the name is the run's
+# id, which must differ between the sides); its servers: <side>/servers.
 RUNS_DIR = "runs"
 
 
@@ -199,10 +200,9 @@ def compare(job: Comparison, a: ServerConfig, b: ServerConfig) -> ComparisonResu
         targets = {build.side: run_targets(build.config, out / build.side, stack, modes=modes)
                    for build in builds}
         # Each (workload, system) on A then B: with `alternate`, B then A in the next repetition.
-        cells = [SweepCell(system, spec, targets[side][SERVER_MODE[cast(SystemName, system)]],
-                           tag=f"{side}/{RUNS_DIR}")
+        cells = [SweepCell(system, spec, targets[side][SERVER_MODE[cast(SystemName, system)]], prefix=f"{side}-")
                  for spec in specs for system in job.systems for side in SIDES]
-        finished = list(iter_runs(cells, out, job.repetitions, alternate=True))
+        finished = list(iter_runs(cells, out / RUNS_DIR, job.repetitions, alternate=True))
     logger.info("judging B against A")
     result = _judge(builds, finished, job, expected)
     _write(result, out)
@@ -221,8 +221,7 @@ def _judge(builds: tuple[Build, Build], finished: list[FinishedRun], job: Compar
     runs = []
     for run, assessed in zip(finished, assessment.assessed, strict=True):
         row = repetition_from_run(assessed, source="run", invocation_id="compare", accepted=False)
-        side = run.path.parent.parent.name
-        runs.append(PairedRun(side, run.repetition, row, assessed.data.steps))
+        runs.append(PairedRun(run.cell.prefix.removesuffix("-"), run.repetition, row, assessed.data.steps))
     return judge_comparison(builds[0].label, builds[1].label, runs, job.threshold, job.pair_noise, expected)
 
 

@@ -40,9 +40,9 @@ class SweepCell:
     system: str
     spec: WorkloadSpec
     target: SweepTarget
-    # A sub-path of the runs directory for this cell's runs ("" : the runs directory itself): keeps
-    # apart the runs of two servers measuring the same (system, workload), as `compare`'s A and B.
-    tag: str = ""
+    # Put before each run directory's name ("": none): keeps apart the runs of two servers measuring
+    # the same (system, workload), as `compare`'s A and B. The name is the run's id, so it must differ.
+    prefix: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class FinishedRun:
     path: Path
     repetition: int
     seconds: float
+    cell: SweepCell
 
 
 # What a progress line adds after its own text: where the whole job stands (None: nothing).
@@ -93,15 +94,14 @@ def iter_runs(
         ordered = cells[::-1] if alternate and (rep - first_repetition) % 2 else cells
         for cell in ordered:
             suffix = f"-r{rep}" if repetitions > 1 or first_repetition > 1 else ""
-            out = runs_dir / cell.tag / f"{cell.system}-{cell.spec.name}{suffix}"
-            tag = f" {cell.tag}" if cell.tag else ""
-            header = f"[{cell.system}]{tag} {cell.spec.name}{suffix}"
+            out = runs_dir / f"{cell.prefix}{cell.system}-{cell.spec.name}{suffix}"
+            header = f"[{cell.prefix}{cell.system}] {cell.spec.name}{suffix}"
             where = note() if note else None
             logger.info(f"{header} ({where})" if where else header)
             began = time.monotonic()
             with _indented(run_logger, note):
                 execute(_request(cell.target, cell.spec, cell.system, out, cluster))
-            yield FinishedRun(out, rep, time.monotonic() - began)
+            yield FinishedRun(out, rep, time.monotonic() - began, cell)
 
 
 def run_cells(

@@ -114,6 +114,8 @@ def test_compare_measures_another_environment_against_the_lock(second_python, tm
         assert server["vllm_version"] == version
         assert "launchers.engine.static_scheduler" in " ".join(server["argv"])
         for rep in (1, 2):
-            run = out / side / "runs" / f"static-tiny-burst-r{rep}"
+            run = out / "runs" / f"{side}-static-tiny-burst-r{rep}"
             assert (run / "steps.parquet").is_file()
+    # Each side's client figures are its own (a run's id is its directory's name).
+    assert cell["client"]["pair_noise"] > 0
     assert "B against A" in (out / "report.md").read_text()
