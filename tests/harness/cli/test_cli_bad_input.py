@@ -57,7 +57,7 @@ def test_vllm_not_installed(tmp_path):
     bare = tmp_path / "bare-venv"
     venv.create(bare, with_pip=False)
     env = {"BATCHBENCH_SERVER_PYTHON": str(bare / "bin" / "python"), "PATH": "/usr/bin:/bin"}
-    assert_usage_error(run_cli("serve", "--mode", "continuous", env=env), "vllm is not installed")
+    assert_usage_error(run_cli("serve", "--mode", "continuous", env=env), "its environment has no vLLM")
 
 
 def test_prepare_model_prints_a_directory_with_a_config():
