@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.compare.explain import StepChange, explain
 from harness.compare.statistics import Outcome, PairedVerdict, judge_pairs
-from harness.gate.compare import EXIT_CODES
+from harness.gate.compare import EXIT_CODES, measured_value
 from harness.history.rows import RepetitionRow
 
 ENGINE_METRIC = "engine_total_tok_s"
@@ -99,12 +99,12 @@ def _judge_cell(workload: str, system: str, members: dict[tuple[str, int], Paire
     if len(pairs) < len(repetitions):
         notes.append(f"{len(repetitions) - len(pairs)} repetitions lack a run on one side: left out")
     flat = [run for pair in pairs for run in pair]
-    metric = ENGINE_METRIC if flat and all(_value(run.row, ENGINE_METRIC) for run in flat) else CLIENT_METRIC
+    metric = ENGINE_METRIC if flat and all(measured_value(run.row, ENGINE_METRIC) for run in flat) else CLIENT_METRIC
     if metric == CLIENT_METRIC:
         notes.append("judged on the client's total tok/s: some run has no engine step log")
-    kept = [(a, b) for a, b in pairs if _value(a.row, metric) and _value(b.row, metric)]
-    a_values = tuple(_value(a.row, metric) or math.nan for a, _ in kept)
-    b_values = tuple(_value(b.row, metric) or math.nan for _, b in kept)
+    kept = [(a, b) for a, b in pairs if measured_value(a.row, metric) and measured_value(b.row, metric)]
+    a_values = tuple(measured_value(a.row, metric) or math.nan for a, _ in kept)
+    b_values = tuple(measured_value(b.row, metric) or math.nan for _, b in kept)
     failed = sum(run.row.errors for run in flat)
     unstable = [run for run in flat if not run.row.stable]
     if unstable:
@@ -126,13 +126,8 @@ def _judge_cell(workload: str, system: str, members: dict[tuple[str, int], Paire
 
 
 def _client_verdict(pairs: Sequence[tuple[PairedRun, PairedRun]], threshold: float) -> PairedVerdict | None:
-    values = [(_value(a.row, CLIENT_METRIC), _value(b.row, CLIENT_METRIC)) for a, b in pairs]
+    values = [(measured_value(a.row, CLIENT_METRIC), measured_value(b.row, CLIENT_METRIC)) for a, b in pairs]
     usable = [(a, b) for a, b in values if a and b]
     if len(usable) < 2:
         return None
     return judge_pairs([a for a, _ in usable], [b for _, b in usable], threshold)
-
-
-def _value(row: RepetitionRow, metric: str) -> float | None:
-    value = getattr(row, metric)
-    return float(value) if value is not None and math.isfinite(value) and value > 0 else None

@@ -113,8 +113,10 @@ def choose_metric(requested: MetricChoice, rows: Sequence[RepetitionRow]) -> str
     if requested != "auto":
         return requested
     if rows and rows[0].arrival in OPEN_LOOP_ARRIVALS:
-        return "e2e_p50_at_one_speed_s" if all(_value(row, "e2e_p50_at_one_speed_s") for row in rows) else "e2e_p50_s"
-    return "engine_total_tok_s" if rows and all(_value(row, "engine_total_tok_s") for row in rows) else "total_tok_s"
+        at_one_speed = all(measured_value(row, "e2e_p50_at_one_speed_s") for row in rows)
+        return "e2e_p50_at_one_speed_s" if at_one_speed else "e2e_p50_s"
+    engine = bool(rows) and all(measured_value(row, "engine_total_tok_s") for row in rows)
+    return "engine_total_tok_s" if engine else "total_tok_s"
 
 
 def judge_config(
@@ -187,13 +189,14 @@ def gate(
     return GateResult(configs, rule, notes)
 
 
-def _value(row: RepetitionRow, metric: str) -> float | None:
+def measured_value(row: RepetitionRow, metric: str) -> float | None:
+    """`row`'s figure of `metric` where it was measured (finite and > 0), else None."""
     value = getattr(row, metric)
     return float(value) if value is not None and math.isfinite(value) and value > 0 else None
 
 
 def _values(rows: Sequence[RepetitionRow], metric: str) -> list[float]:
-    return [value for value in (_value(row, metric) for row in rows) if value is not None]
+    return [value for value in (measured_value(row, metric) for row in rows) if value is not None]
 
 
 def _judged(values: Sequence[float], metric: str) -> list[float]:

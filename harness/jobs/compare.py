@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.compare.statistics import DEFAULT_PAIR_NOISE, DEFAULT_THRESHOLD, detectable_drop
 from harness.errors import UsageError
-from harness.jobs.fields import MAX_REPETITIONS, Positive
+from harness.jobs.fields import MAX_REPETITIONS, Positive, WorkloadNames
 from harness.jobs.stages import default_out
 from harness.systems import SERVER_MODE, SYSTEMS, SystemName, modes_for
 from harness.workload.limits import Share
@@ -55,7 +55,7 @@ class Comparison(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    workloads: Annotated[tuple[str, ...], Field(min_length=1)] = Field(
+    workloads: WorkloadNames = Field(
         DEFAULT_WORKLOADS, description="comma-separated workload files or names")
     # Plain names on the command line (a comma-separated flag), checked against SYSTEMS below.
     systems: Annotated[tuple[str, ...], Field(min_length=1)] = Field(
@@ -71,14 +71,6 @@ class Comparison(BaseModel):
         DEFAULT_PAIR_NOISE, description="the spread of log(B/A) expected of one pair on this machine, for the"
         " detectable drop stated before the runs (the report states it again from the noise measured)")
     out: Path | None = Field(None, description="report directory (default: reports/compare-<date>-<host>)")
-
-    @field_validator("workloads")
-    @classmethod
-    def _named(cls, workloads: tuple[str, ...]) -> tuple[str, ...]:
-        named = tuple(name.strip() for name in workloads if name.strip())
-        if not named:
-            raise ValueError("name at least one workload")
-        return named
 
     @field_validator("systems")
     @classmethod

@@ -48,6 +48,18 @@ def writable_destination(path: Path) -> Path:
 OutDir = Annotated[Path, AfterValidator(writable_destination)]
 
 
+def named_workloads(workloads: tuple[str, ...]) -> tuple[str, ...]:
+    """The workload names given, stripped, blanks left out; at least one."""
+    named = tuple(name.strip() for name in workloads if name.strip())
+    if not named:
+        raise ValueError("name at least one workload")
+    return named
+
+
+# A comma-separated list of workload files or names (a job's --workloads).
+WorkloadNames = Annotated[tuple[str, ...], Field(min_length=1), AfterValidator(named_workloads)]
+
+
 def writable_file(path: Path) -> Path:
     """A file a command may write: not a directory, in a directory it can create or write."""
     if path.is_dir():

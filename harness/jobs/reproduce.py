@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import UsageError
-from harness.jobs.fields import MAX_REPETITIONS, WORKERS_HELP, BudgetMinutes, OutDir, Positive, Workers
+from harness.jobs.fields import MAX_REPETITIONS, WORKERS_HELP, BudgetMinutes, OutDir, Positive, Workers, WorkloadNames
 from harness.jobs.stages import Interruption, default_out
 from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
 from launchers import Endpoints, ServerConfig
@@ -93,7 +93,7 @@ class Reproduction(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    workloads: Annotated[tuple[str, ...], Field(min_length=1)] = Field(
+    workloads: WorkloadNames = Field(
         CPU_WORKLOADS, description="comma-separated workload files or names"
     )
     repetitions: Positive = Field(
@@ -122,14 +122,6 @@ class Reproduction(BaseModel):
     workers: Workers = Field(1, description=WORKERS_HELP)
     # The results history the runs are appended to; None: none (the command's --no-history).
     history: Path | None = Field(None, json_schema_extra={"cli": False})
-
-    @field_validator("workloads")
-    @classmethod
-    def _named(cls, workloads: tuple[str, ...]) -> tuple[str, ...]:
-        named = tuple(name.strip() for name in workloads if name.strip())
-        if not named:
-            raise ValueError("name at least one workload")
-        return named
 
     def check(self, endpoints: Endpoints, server: ServerConfig) -> None:
         """Refuse settings that contradict each other or cannot be met, before anything starts."""
