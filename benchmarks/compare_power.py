@@ -36,7 +36,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from harness.compare.statistics import DEFAULT_PAIR_NOISE, DEFAULT_THRESHOLD, detectable_drop, judge_pairs  # noqa: E402
+from harness.compare import DEFAULT_PAIR_NOISE, DEFAULT_THRESHOLD  # noqa: E402
+from harness.compare.statistics import detectable_drop, judge_pairs  # noqa: E402
 from harness.driver.interrupts import interrupt_main_on_signals  # noqa: E402
 from harness.workload import load_specs  # noqa: E402
 

@@ -28,15 +28,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize, special
 
+from harness.compare import DEFAULT_CONFIDENCE, DEFAULT_POWER, DEFAULT_THRESHOLD
+
 # The same three outcomes as harness.gate.statistics.Outcome; the layers contract keeps the
 # gate and this package from importing each other.
 Outcome = Literal["pass", "regression", "inconclusive"]
 
-DEFAULT_THRESHOLD = 0.03
-# sd of log(B / A) over one pair: an assumption until measured, measured in docs/validation/compare.md.
-DEFAULT_PAIR_NOISE = 0.02
-DEFAULT_CONFIDENCE = 0.95
-DEFAULT_POWER = 0.8
 # Past this many pairs a result counts as out of reach: no comparison repeats that often.
 MAX_PAIRS = 10_000
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness.compare.statistics import DEFAULT_PAIR_NOISE, DEFAULT_THRESHOLD, detectable_drop
+from harness.compare import DEFAULT_PAIR_NOISE, DEFAULT_THRESHOLD
 from harness.errors import UsageError
 from harness.jobs.fields import MAX_REPETITIONS, Positive, WorkloadNames
 from harness.jobs.stages import default_out
@@ -176,6 +176,8 @@ def compare(job: Comparison, a: ServerConfig, b: ServerConfig) -> ComparisonResu
     builds = check_sides(a, b)
     out = job.out or default_out("compare-")
     require_new_dir(out, "report directory")
+    from harness.compare.statistics import detectable_drop
+
     expected = detectable_drop(job.repetitions, job.pair_noise, job.threshold)
     logger.info(f"A: {builds[0].label}")
     logger.info(f"B: {builds[1].label}")

@@ -47,7 +47,8 @@ def test_every_option_reaches_the_spec():
     built = specs(
         "--model", "opt-13b", "--max-num-seqs", "8", "--host", "0.0.0.0", "--batch-wait-s", "0.5",
         "--kv-cache-bytes", "4096", "--startup-timeout-s", "60", "--layout", "as-launched",
-        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3", "--allow-untested-vllm",
+        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3", "--server-python", "/opt/vllm/bin/python",
+        "--server-env", "VLLM_CPU_KVCACHE_SPACE=2", "--server-env", "OMP_NUM_THREADS=1", "--allow-untested-vllm",
     )
     assert built["serve"] == built["run"] == built["reproduce"]
     assert built["run"] == {
@@ -63,6 +64,8 @@ def test_every_option_reaches_the_spec():
         "startup_timeout_s": 60.0,
         "stop_grace_s": 20.0,
         "layout": "as-launched",
+        "server_python": "/opt/vllm/bin/python",
+        "server_env": ["VLLM_CPU_KVCACHE_SPACE=2", "OMP_NUM_THREADS=1"],
         "allow_untested_vllm": True,
     }
 
@@ -106,15 +109,16 @@ def test_server_flags_are_generated_from_the_model():
     serve = flags["serve"]
     assert [flag for name in fields for flag in serve[name]["flags"]] == [
         "--model", "--max-num-seqs", "--host", "--batch-wait-s", "--kv-cache-bytes", "--startup-timeout-s",
-        "--layout", "--vllm-arg", "--allow-untested-vllm",
+        "--layout", "--vllm-arg", "--server-python", "--server-env", "--allow-untested-vllm",
     ]
     for name, (default, description) in fields.items():
         assert description in serve[name]["help"], name
-        if name not in ("model", "vllm_args"):
+        if name not in ("model", "vllm_args", "server_env"):
             assert serve[name]["default"] == default, name
     # Unset against an endpoint (its only model); the spec's default applies when launching.
     assert serve["model"]["default"] is None and "(default tiny)" in serve["model"]["help"]
     assert serve["vllm_args"]["default"] == [] and fields["vllm_args"][0] == []
+    assert serve["server_env"]["default"] == [] and fields["server_env"][0] == []
     assert "(default 16)" in serve["max_num_seqs"]["help"] and "(default 127.0.0.1)" in serve["host"]["help"]
     assert "(default 600)" in serve["startup_timeout_s"]["help"]
     assert serve["layout"]["choices"] == ["auto", "engine-with-worker", "yield-engine", "as-launched"]

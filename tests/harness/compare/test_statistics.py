@@ -7,14 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from harness.compare.statistics import (
-    DEFAULT_PAIR_NOISE,
-    DEFAULT_POWER,
-    DEFAULT_THRESHOLD,
-    detectable_drop,
-    judge_pairs,
-    pairs_needed,
-)
+from harness.compare import DEFAULT_PAIR_NOISE, DEFAULT_POWER, DEFAULT_THRESHOLD
+from harness.compare.statistics import detectable_drop, judge_pairs, pairs_needed
 
 A = [1000.0, 1020.0, 980.0, 1010.0, 990.0]
 # Per-pair noise in B/A: +-1%, mean zero in the log.
