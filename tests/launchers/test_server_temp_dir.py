@@ -144,7 +144,8 @@ def test_every_process_of_a_server_writes_in_its_own_temp_dir_removed_on_stop(te
         assert server.temp_dir.path.name.startswith(TEMP_DIR_PREFIX)
         # Written before it was ready: by the server (a file and a directory) and by its engine.
         left = sorted(os.listdir(server.temp_dir.path))
-        assert sorted(kind_of(name) for name in left) == sorted(["engine-", "tmp", "vllm_dist_", *STAGED[launcher]]), left
+        expected = sorted(["engine-", "tmp", "vllm_dist_", *STAGED[launcher]])
+        assert sorted(kind_of(name) for name in left) == expected, left
         assert len(group_members(server.pid)) == 2
     assert os.listdir(temp_root) == []
     assert group_members(server.pid) == []
