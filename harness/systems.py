@@ -25,16 +25,18 @@ SystemName = Literal["continuous", "static", "naive", "hf-continuous", "hf-seque
 Mode = Literal["continuous", "static"]
 # The modes a `transformers serve` server can be started in (launchers.TransformersSpec.mode).
 HfMode = Literal["hf-continuous", "hf-sequential"]
+# Every server mode, of every kind of server (launchers.kinds says which kind starts which).
+ServerMode = Mode | HfMode
 
 VLLM_SERVER_MODE: dict[SystemName, Mode] = {"continuous": "continuous", "static": "static", "naive": "continuous"}
 HF_SERVER_MODE: dict[SystemName, HfMode] = {"hf-continuous": "hf-continuous", "hf-sequential": "hf-sequential"}
-SERVER_MODE: dict[SystemName, Mode | HfMode] = {**VLLM_SERVER_MODE, **HF_SERVER_MODE}
+SERVER_MODE: dict[SystemName, ServerMode] = {**VLLM_SERVER_MODE, **HF_SERVER_MODE}
 SYSTEMS: tuple[SystemName, ...] = tuple(VLLM_SERVER_MODE)
 HF_SYSTEMS: tuple[SystemName, ...] = tuple(HF_SERVER_MODE)
 # Every system, in the order tables, plots and lists show them.
 ALL_SYSTEMS: tuple[SystemName, ...] = tuple(SERVER_MODE)
 MODES: tuple[Mode, ...] = tuple(dict.fromkeys(VLLM_SERVER_MODE.values()))
-HF_MODES: tuple[HfMode, ...] = tuple(HF_SERVER_MODE.values())
+SERVER_MODES: tuple[ServerMode, ...] = tuple(dict.fromkeys(SERVER_MODE.values()))
 
 
 def shown_systems(measured: Iterable[str]) -> tuple[SystemName, ...]:
@@ -43,10 +45,10 @@ def shown_systems(measured: Iterable[str]) -> tuple[SystemName, ...]:
     return tuple(system for system in ALL_SYSTEMS if system in SYSTEMS or system in present)
 
 
-def modes_for(systems: Iterable[SystemName]) -> list[Mode]:
-    """The vLLM server modes `systems` run on, each once, in `MODES` order (transformers' systems need none)."""
-    needed = {VLLM_SERVER_MODE[system] for system in systems if system in VLLM_SERVER_MODE}
-    return [mode for mode in MODES if mode in needed]
+def modes_for(systems: Iterable[SystemName]) -> list[ServerMode]:
+    """The server modes `systems` run on, each once, in `SERVER_MODES` order."""
+    needed = {SERVER_MODE[system] for system in systems}
+    return [mode for mode in SERVER_MODES if mode in needed]
 
 # Arrival kinds (harness.workload.spec) whose requests are sent at planned times whatever the server does.
 OPEN_LOOP_ARRIVALS = ("poisson", "trace")

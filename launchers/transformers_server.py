@@ -88,6 +88,8 @@ class TransformersSpec(BaseModel):
     cpu_cache_bytes: Annotated[int, Strict(), Field(gt=0)] | None = DEFAULT_CPU_CACHE_BYTES
     startup_timeout_s: Seconds = 300.0
     stop_grace_s: Seconds = 20.0
+    # The Python of the environment that has transformers' serving extras; None: BATCHBENCH_SERVER_PYTHON's.
+    server_python: str | None = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -200,13 +202,14 @@ def start_transformers(spec: TransformersSpec, *, log_dir: Path) -> Transformers
     settings = Settings.from_env()
     port = chosen_port(spec.host, spec.port)
     resolved = resolve_model(spec.model)
-    version = probe_serving(settings.server_python)
+    python = spec.server_python or settings.server_python
+    version = probe_serving(python)
     log_dir.mkdir(parents=True, exist_ok=True)
     host_memory = None if Path(NVIDIA_CONTROL_DEVICE).exists() else psutil.virtual_memory().total
     base_url = f"http://{spec.host}:{port}"
 
     def command(temp_dir: Path) -> tuple[list[str], dict[str, str]]:
-        return build_transformers_command(spec, resolved, port, settings.server_python, host_memory,
+        return build_transformers_command(spec, resolved, port, python, host_memory,
                                           temp_dir=temp_dir, cache_dir=settings.cache_dir, inherited=settings.environ)
 
     def handle_of(process: subprocess.Popen, argv: list[str], env_overrides: dict[str, str],

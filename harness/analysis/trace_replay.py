@@ -55,6 +55,9 @@ class TraceShape:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     batch_size: int
+    # Rows longer than the trace's max_tokens, clipped to it (over_limit: clip); 0 for none, or no limit.
+    clipped: int = 0
+    max_tokens: int | None = None
 
     @property
     def span_s(self) -> float:
@@ -133,6 +136,8 @@ def trace_shape(data: RunData) -> TraceShape | None:
         prompt_tokens=np.array([request["prompt_tokens"] for request in requests], dtype=np.int64),
         output_tokens=np.array([request["output_tokens"] for request in requests], dtype=np.int64),
         batch_size=data.manifest.batch_size,
+        clipped=int(data.plan.get("trace_clipped") or 0),
+        max_tokens=trace.max_tokens,
     )
 
 
@@ -211,5 +216,5 @@ def shape_summary(shape: TraceShape) -> dict[str, Any]:
         "prompt_tokens_p50": prompt.p50, "prompt_tokens_p99": prompt.p99,
         "output_tokens_p50": output.p50, "output_tokens_mean": output.mean, "output_tokens_p99": output.p99,
         "output_tokens_max": output.max, "output_cv": shape.output_cv, "wave_slot_share": shape.wave_slot_share,
-        "batch_size": shape.batch_size,
+        "batch_size": shape.batch_size, "clipped": shape.clipped, "max_tokens": shape.max_tokens,
     }

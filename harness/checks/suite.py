@@ -142,7 +142,7 @@ def _spec(sizes: CheckSizes, mode: Mode, extra_args: tuple[str, ...], async_sche
 
 def _target(server: ServerHandle) -> SweepTarget:
     """How runs reach a started server; warmed up, so each run starts on compiled shapes."""
-    target = launched_target(server)
+    target = launched_target(server, server.info.max_num_seqs)
     warm_up(target.endpoint, {}, target.batch_size, WARM_UP_PROMPT, DEFAULT_STALL_TIMEOUT_S)
     return target
 

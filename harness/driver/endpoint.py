@@ -12,6 +12,7 @@ import httpx
 from pydantic import BaseModel, Field, Strict, StrictStr, ValidationError
 
 from harness.driver.backends import VLLM, Backend
+from harness.driver.work import WARM_UP_TOKENS
 from harness.errors import ServerError, UsageError
 from harness.workload.prompts import TokenizerLike
 from harness.workload.tokenizer_file import file_tokenizer
@@ -248,8 +249,10 @@ def warm_up(
     timeout_s: float,
     rounds: int = 2,
     backend: Backend = VLLM,
+    tokens: int = WARM_UP_TOKENS,
 ) -> None:
-    """Send `rounds` full batches of short requests, so new batch shapes compile before measuring.
+    """Send `rounds` full batches of short requests of `tokens` output tokens, so new batch shapes compile
+    before measuring.
 
     ServerError (one line) when any of them fails: a run measured after a failed
     warm-up would measure compilation, or a broken server.
@@ -257,7 +260,7 @@ def warm_up(
     import gevent
     from gevent.pool import Pool
 
-    body = backend.warm_up_body(info.model, prompt, 8)
+    body = backend.warm_up_body(info.model, prompt, tokens)
     with httpx.Client(base_url=info.base_url, headers=headers, timeout=timeout_s) as client:
         for _ in range(rounds):
             pool = Pool(batch)

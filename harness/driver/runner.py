@@ -30,7 +30,7 @@ from harness.driver.steps import StepLogCursor
 from harness.driver.tables import RunTables, write_tables
 from harness.driver.timeouts import Timeouts
 from harness.driver.user import DriverContext
-from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count
+from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count, warm_up_choice
 from harness.errors import UsageError
 from harness.rundir.manifest import RunCounts, RunManifest, ServerRecord, git_sha, harness_version, host_info
 from harness.rundir.records import MANIFEST_FILE, PLAN_FILE
@@ -164,6 +164,11 @@ class _PreparedRun:
 def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
     """Prompts of exact length, warm-up; then the plan and manifest in a new run directory."""
     check_fits(plan, request.system, request.batch_size, request.endpoint.max_model_len)
+    if plan.trace_clipped:
+        trace = request.spec.trace
+        limit = trace.max_tokens if trace is not None else None
+        logger.info(f"{plan.trace_clipped} of {len(plan.requests)} trace rows were longer than max_tokens {limit}"
+                    " and were clipped to it (output first, then prompt): they are sent as planned (plan.json)")
     logger.info(f"building {len(plan.requests)} prompts of exact token length")
     prompts = make_prompts(plan, request.tokenizer)
     if request.spec.endpoint == "completions":
@@ -172,8 +177,10 @@ def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
     # Before anything is written: a run whose warm-up fails leaves nothing behind.
     if request.warmup:
         logger.info(f"warming up: 2 rounds of {request.batch_size} concurrent requests")
-        warm_up(request.endpoint, request.headers, request.batch_size, prompts[0], request.timeouts.stall_s,
-                backend=request.backend)
+        # A prompt with room for its tokens in the context, whatever the plan's first prompt is.
+        chosen, tokens = warm_up_choice(plan, request.endpoint.max_model_len)
+        warm_up(request.endpoint, request.headers, request.batch_size, prompts[chosen], request.timeouts.stall_s,
+                backend=request.backend, tokens=tokens)
     prepare_out_dir(request.out_dir)
     (request.out_dir / PLAN_FILE).write_bytes(plan.to_json())
     run_tag = secrets.token_hex(4)

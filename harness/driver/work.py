@@ -19,6 +19,8 @@ NO_TURN = -1
 # requests, the rest wait for a user whose stream has ended, and behind a slow API server
 # the engine then runs dry for seconds (docs/validation/process-layout.md).
 DEFAULT_MAX_USERS = 4096
+# Output tokens of each warm-up request: enough decode steps to compile the batch's decode shapes.
+WARM_UP_TOKENS = 8
 
 
 @dataclass(frozen=True)
@@ -114,13 +116,41 @@ def longest_requests(plan: RequestPlan, system: str, batch_size: int) -> list[in
 
 
 def check_fits(plan: RequestPlan, system: str, batch_size: int, max_model_len: int | None) -> None:
-    """Refuse a plan whose longest request (prompt + tokens asked for) exceeds the server's context,
-    and naive on a conversation (requested_outputs)."""
-    longest = max(longest_requests(plan, system, batch_size), default=0)
-    if max_model_len is not None and longest > max_model_len:
-        raise UsageError(
-            f"a request of {longest} tokens (prompt + output) exceeds the server's max_model_len {max_model_len}"
-        )
+    """Refuse a plan with a request (prompt + tokens asked for) longer than the server's context, naming the
+    first such request (its trace row, for a trace) and how many there are; and naive on a conversation
+    (requested_outputs)."""
+    lengths = longest_requests(plan, system, batch_size)
+    if max_model_len is None:
+        return
+    over = [at for at, length in enumerate(lengths) if length > max_model_len]
+    if not over:
+        return
+    first = plan.requests[over[0]]
+    where = f"trace row {first.trace_row + 1}" if first.trace_row is not None else f"request {first.index}"
+    asked = lengths[over[0]] - first.prompt_tokens
+    hint = (": give the trace's max_tokens as at most that, with over_limit: clip to clip them"
+            if first.trace_row is not None else "")
+    raise UsageError(f"{len(over)} of {len(lengths)} requests exceed the server's max_model_len {max_model_len}"
+                     f" (first: {where}, {first.prompt_tokens} + {asked} tokens){hint}")
+
+
+def warm_up_choice(plan: RequestPlan, max_model_len: int | None) -> tuple[int, int]:
+    """Which planned request's prompt the warm-up sends, and how many output tokens it asks for.
+
+    The first prompt with room for WARM_UP_TOKENS in the server's context; else (every prompt
+    near the limit, as a trace clipped to it) the shortest, asking for the room it has, at
+    least 1 (check_fits has made sure the plan's requests fit).
+    """
+    if not plan.requests:
+        raise ValueError("a plan without requests has nothing to warm up with")
+    if max_model_len is None:
+        return 0, WARM_UP_TOKENS
+    roomy = next((request.index for request in plan.requests
+                  if request.prompt_tokens + WARM_UP_TOKENS <= max_model_len), None)
+    if roomy is not None:
+        return roomy, WARM_UP_TOKENS
+    shortest = min(plan.requests, key=lambda request: request.prompt_tokens)
+    return shortest.index, max(1, max_model_len - shortest.prompt_tokens)
 
 
 def user_count(plan: RequestPlan, system: str, batch_size: int, max_users: int) -> int:

@@ -32,7 +32,7 @@ from harness.rate_sweep.defaults import (
     REFINE_RUNS,
     WARMUP_S,
 )
-from harness.systems import SERVER_MODE, HfMode, Mode, SystemName
+from harness.systems import SERVER_MODE, ServerMode, SystemName
 from harness.workload.limits import MAX_REQUESTS, NonNegativeSeconds, Seconds
 from launchers import Endpoints, ServerConfig
 
@@ -231,7 +231,7 @@ class RateRuns:
     spec: WorkloadSpec
     warmup_s: float
     measure_s: float
-    targets: Mapping[Mode | HfMode, SweepTarget]
+    targets: Mapping[ServerMode, SweepTarget]
     runs_dir: Path
 
     def cell(self, system: str, rate: float) -> SweepCell:

@@ -21,15 +21,16 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import UsageError
 from harness.jobs.fields import MAX_REPETITIONS, WORKERS_HELP, BudgetMinutes, OutDir, Positive, Workers, WorkloadNames
 from harness.jobs.stages import Interruption, default_out
-from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, SYSTEMS, HfMode, Mode, SystemName
+from harness.systems import HF_SYSTEMS, SERVER_MODE, SYSTEMS, Mode, ServerMode, SystemName, modes_for
 from launchers import Endpoints, ServerConfig
+from launchers.kinds import kind_of
 
 if TYPE_CHECKING:
     from harness.budget import JobPlan
@@ -211,7 +212,7 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
                                stage=stage)
 
     with contextlib.ExitStack() as stack:
-        targets = run_targets(server, out, stack, endpoints, hf_modes=HF_MODES if job.transformers else ())
+        targets = run_targets(server, out, stack, endpoints, modes=modes_for(job.systems))
         specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, out / "probe")
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in specs for system in job.systems if SERVER_MODE[system] in targets]
@@ -241,7 +242,7 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     return ReproductionResult(report, None, len(finished), (time.monotonic() - began) / 60)
 
 
-def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets: dict[Mode | HfMode, SweepTarget],
+def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets: dict[ServerMode, SweepTarget],
           repetitions: int, probe_dir: Path) -> tuple[list[WorkloadSpec], JobPlan | None]:
     """The plans the job runs, sized from a probe of this machine, and the job's estimate (None: no probe).
 
@@ -254,7 +255,7 @@ def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets
 
     if job.quick:
         return specs, None
-    vllm = {mode: target for mode, target in targets.items() if mode in MODES}
+    vllm = {cast(Mode, mode): target for mode, target in targets.items() if kind_of(mode).records_steps}
     if any(target.server is None for target in vllm.values()):
         logger.info("no probe and no ETA: a server given by --endpoint has no engine step log here")
         return specs, None
@@ -270,7 +271,9 @@ def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets
             logger.info(f"{workload.spec.name}: {workload.spec.num_requests} of its {workload.full_requests} requests,"
                         f" fastest run about {workload.fastest_run_s:.0f} s")
     every = [system for system in job.systems if SERVER_MODE[system] in targets]
-    stand_ins: dict[SystemName, SystemName] = {system: "continuous" for system in HF_SYSTEMS}
+    # A server with no step log is priced as vLLM's continuous until its own runs rescale it.
+    stand_ins: dict[SystemName, SystemName] = {system: "continuous" for system in every
+                                               if not kind_of(SERVER_MODE[system]).records_steps}
     plan = plan_job(specs, every, repetitions, probe.machine, after_s=after_s, stand_ins=stand_ins)
     logger.info(f"probe took {probe.seconds:.0f} s; {plan_line(plan, datetime.now())}")
     return specs, plan

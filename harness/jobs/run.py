@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,16 +18,17 @@ from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from harness.jobs.fields import WORKERS_HELP, Address, ExistingDir, OutDir, Positive, Workers
 from harness.settings import Settings
-from harness.systems import HF_MODES, HF_SYSTEMS, MODES, SERVER_MODE, HfMode, Mode
+from harness.systems import HF_SYSTEMS, SERVER_MODE, ServerMode
 from harness.telemetry.metrics import TELEMETRY_INTERVAL_S
 from harness.workload.limits import MAX_REQUESTS, Seconds
 from launchers import ServerConfig
+from launchers.kinds import kind_of, launch_help
 
 if TYPE_CHECKING:
     from harness.driver.backends import Backend
     from harness.driver.runner import RunOutcome
 
-LAUNCH_HELP = f"start a server in this mode: vLLM {', '.join(MODES)}; `transformers serve` {', '.join(HF_MODES)}"
+LAUNCH_HELP = f"start a server in this mode: {launch_help()}"
 
 
 class RunJob(BaseModel):
@@ -39,7 +40,7 @@ class RunJob(BaseModel):
     # Exactly one of the two: the command line offers them as one choice.
     endpoint: str | None = Field(None, description="base URL of a running OpenAI-compatible server",
                                  json_schema_extra={"cli": False})
-    launch: Mode | HfMode | None = Field(None, description=LAUNCH_HELP, json_schema_extra={"cli": False})
+    launch: ServerMode | None = Field(None, description=LAUNCH_HELP, json_schema_extra={"cli": False})
     # The model the endpoint must serve; None: its only one (a launched server serves ServerConfig.model).
     served_model: str | None = Field(None, json_schema_extra={"cli": False})
     out: OutDir = Field(description="new directory for the run's tables and manifest")
@@ -153,10 +154,8 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
         server_info = None
         if job.launch:
             # The server's log beside the run directory, not in it: only the run makes the run directory.
-            hf = job.launch in HF_MODES
             target = run_targets(server, job.out.parent / f".{job.out.name}-server", stack,
-                                 modes=() if hf else (cast(Mode, job.launch),),
-                                 hf_modes=(cast(HfMode, job.launch),) if hf else ())[job.launch]
+                                 modes=(job.launch,))[job.launch]
             endpoint, server_info = target.endpoint, target.server
         else:
             assert job.endpoint is not None, "RunJob names one server"
@@ -194,9 +193,9 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
 
 def _backend(job: RunJob) -> Backend:
     """The kind of server the run talks to: as given, else the launched server's kind, else vLLM."""
-    from harness.driver.backends import BACKENDS, TRANSFORMERS, VLLM
+    from harness.driver.backends import BACKENDS, VLLM
 
-    launched = TRANSFORMERS if job.launch in HF_MODES else VLLM if job.launch else None
+    launched = BACKENDS[kind_of(job.launch).backend] if job.launch else None
     if job.backend is None:
         return launched or VLLM
     if launched is not None and job.backend != launched.name:

@@ -31,7 +31,7 @@ from harness.nightly.suite import LoadedSuite
 from harness.rundir.manifest import untested_vllm
 from harness.sweep.runs import SweepCell, run_cells
 from harness.sweep.servers import run_targets
-from harness.systems import HF_SERVER_MODE, SERVER_MODE, modes_for
+from harness.systems import SERVER_MODE, modes_for
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +63,7 @@ def run_night(
     rule = GateRule(threshold=suite.gate.threshold)
     invocation_id = out.resolve().name
     with contextlib.ExitStack() as stack:
-        hf_modes = [HF_SERVER_MODE[system] for system in suite.systems if system in HF_SERVER_MODE]
-        targets = run_targets(suite.server, out, stack, suite.endpoints(), modes=modes_for(suite.systems),
-                              hf_modes=hf_modes)
+        targets = run_targets(suite.server, out, stack, suite.endpoints(), modes=modes_for(suite.systems))
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
         run_dirs = run_cells(cells, out / "runs", suite.repetitions, cluster=cluster)

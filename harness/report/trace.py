@@ -47,11 +47,21 @@ def _shape_blocks(replay: TraceReplay) -> list[Block]:
             f" {shape.batch_size} at a time in arrival order, each batch decoding to its longest, only"
             f" {pct(shape.wave_slot_share)} of the slots would hold a useful token. That spread is what static"
             " and naive batching lose to; the arrivals are open loop, so what it costs them shows first in latency."
+            + _clipped(figures)
         ),
         Image(f"trace-shape-{_slug(name)}", trace_shape_plot(shape.arrival_s, shape.prompt_tokens,
                                                             shape.output_tokens, PEAK_WINDOW_S),
               f"The trace {shape.source} as replayed: arrivals per {PEAK_WINDOW_S:g} s, prompt and output lengths"),
     ]
+
+
+def _clipped(figures: dict[str, Any]) -> str:
+    """What clipping did to the trace, in one sentence ('' when no row was clipped)."""
+    if not figures["clipped"]:
+        return ""
+    return (f" {figures['clipped']:,} of its {figures['requests']:,} rows asked for more than max_tokens"
+            f" {figures['max_tokens']:,} and were clipped to it, as the workload asks (over_limit: clip): output"
+            " first, then the prompt; the figures here are of the clipped rows.")
 
 
 def _latency_blocks(replay: TraceReplay) -> list[Block]:

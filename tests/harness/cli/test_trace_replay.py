@@ -85,3 +85,29 @@ def test_every_row_of_a_trace_is_a_record_with_its_arrival_lengths_and_ids(serve
     assert systems["naive"]["e2e_ratio_to_continuous"]["point"] > 1
     markdown = (report / "report.md").read_text()
     assert markdown.index("## The trace: log (log.jsonl)") < markdown.index("## Throughput")
+
+
+@pytest.mark.server
+def test_a_trace_whose_first_rows_fill_the_context_replays_clipped_and_says_so(servers, tmp_path):
+    # The tiny model's context is 4,096 tokens: the first two rows ask for more, the first alone fills it.
+    rows = [{"t_ms": 0, "in": 5000, "out": 40}, {"t_ms": 100, "in": 4090, "out": 30},
+            *({"t_ms": 200 + 100 * i, "in": 20 + i, "out": 5 + i} for i in range(6))]
+    (tmp_path / "long.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    columns = {"arrival": "t_ms", "prompt_tokens": "in", "output_tokens": "out"}
+    spec = {"name": "long", "seed": 1, "trace": {"path": "long.jsonl", "columns": columns, "time_unit": "ms",
+                                                  "max_tokens": 4096, "over_limit": "clip"}}
+    (tmp_path / "log.yaml").write_text(json.dumps(spec))
+    server = servers.get("continuous", B)
+    result, records = replay(server, tmp_path, "continuous")
+    # Warm-up sent a prompt with room in the context: nothing was refused, every row answered at its clipped length.
+    assert len(records) == len(rows) and records["ok"].all()
+    assert records["planned_prompt_tokens"].tolist()[:2] == [4095, 4090]
+    assert records["completion_tokens"].tolist() == [1, 6, *(5 + i for i in range(6))]
+    assert "2 of 8 trace rows were longer than max_tokens 4096 and were clipped to it" in result.stderr
+    analyzed = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", str(tmp_path / "continuous"),
+                               "--out", str(tmp_path / "report")], capture_output=True, text=True, timeout=600)
+    assert analyzed.returncode == 0, analyzed.stderr[-2000:]
+    (trace,) = json.loads((tmp_path / "report" / "summary.json").read_text())["traces"]
+    assert (trace["shape"]["clipped"], trace["shape"]["max_tokens"]) == (2, 4096)
+    assert "2 of its 8 rows asked for more than max_tokens 4,096 and were clipped" in (
+        tmp_path / "report" / "report.md").read_text()

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from harness.driver.work import NO_WAVE, build_work, check_fits, longest_requests, user_count
+from harness.driver.work import (
+    NO_WAVE,
+    WARM_UP_TOKENS,
+    build_work,
+    check_fits,
+    longest_requests,
+    user_count,
+    warm_up_choice,
+)
 from harness.errors import UsageError
 from harness.workload.plan import PlannedRequest, RequestPlan
 
 
-def plan_of(outputs, arrival="burst", users=None):
+def plan_of(outputs, arrival="burst", users=None, prompts=None, trace=False):
     requests = tuple(
-        PlannedRequest(index=i, prompt_tokens=8, output_tokens=n, arrival_s=None if arrival == "closed" else 0.5 * i)
+        PlannedRequest(index=i, prompt_tokens=8 if prompts is None else prompts[i], output_tokens=n,
+                       arrival_s=None if arrival == "closed" else 0.5 * i, trace_row=i + 2 if trace else None)
         for i, n in enumerate(outputs)
     )
     return RequestPlan(
@@ -53,5 +62,29 @@ def test_a_plan_longer_than_the_servers_context_is_refused_before_sending():
     assert longest_requests(plan, "naive", 2) == [208, 208, 1008, 1008]
     check_fits(plan, "continuous", 2, max_model_len=1008)
     check_fits(plan, "static", 2, max_model_len=None)
-    with pytest.raises(UsageError, match="a request of 1008 tokens .* exceeds the server's max_model_len 1000"):
+    with pytest.raises(UsageError) as refused:
         check_fits(plan, "continuous", 2, max_model_len=1000)
+    assert str(refused.value) == ("1 of 4 requests exceed the server's max_model_len 1000"
+                                  " (first: request 3, 8 + 1000 tokens)")
+    # Naive asks for its wave's longest: both of the last wave exceed.
+    with pytest.raises(UsageError, match=r"^2 of 4 requests .* \(first: request 2, 8 \+ 1000 tokens\)$"):
+        check_fits(plan, "naive", 2, max_model_len=1000)
+
+
+def test_a_trace_row_longer_than_the_context_is_named_by_its_row():
+    plan = plan_of([10, 20, 30], prompts=[8, 4080, 4090], trace=True)
+    with pytest.raises(UsageError) as refused:
+        check_fits(plan, "static", 4, max_model_len=4096)
+    assert str(refused.value) == (
+        "2 of 3 requests exceed the server's max_model_len 4096 (first: trace row 4, 4080 + 20 tokens): give the"
+        " trace's max_tokens as at most that, with over_limit: clip to clip them")
+
+
+def test_warm_up_sends_a_prompt_with_room_in_the_context():
+    # The first prompt fits with its warm-up tokens: it is the one, as before.
+    assert warm_up_choice(plan_of([1, 1], prompts=[100, 50]), max_model_len=4096) == (0, WARM_UP_TOKENS)
+    assert warm_up_choice(plan_of([1, 1], prompts=[4095, 50]), max_model_len=None) == (0, WARM_UP_TOKENS)
+    # A trace clipped to the context: its first rows fill it, a later one has room.
+    assert warm_up_choice(plan_of([1, 1, 5], prompts=[4095, 4095, 300]), max_model_len=4096) == (2, WARM_UP_TOKENS)
+    # Every prompt at the limit: the shortest, with the room it has.
+    assert warm_up_choice(plan_of([1, 3, 1], prompts=[4095, 4093, 4095]), max_model_len=4096) == (1, 3)
