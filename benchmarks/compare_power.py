@@ -12,10 +12,12 @@ judged by harness.compare.statistics.judge_pairs on the engine's own total tok/s
 A's runs). Reported per scenario: outcomes, the pair noise measured, and the drop the rule
 detects 4 times in 5 at that noise, stated beside what was caught.
 
-    .venv/bin/python benchmarks/compare_power.py [--comparisons 5] [--pairs 5] [--requests 128]
+    .venv/bin/python benchmarks/compare_power.py [--comparisons 5] [--pairs 5] [--requests 128] [--add]
 
 Writes benchmarks/results/compare_power.json (every run's figures, so the rule can be
-applied again without a server).
+applied again without a server). `--add` appends this invocation's rounds to that file's
+(same workload, requests and pairs) and judges them all: more comparisons without rerunning
+the earlier ones.
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--workload", default="cpu-anyscale-cap128")
     parser.add_argument("--requests", type=int, default=128)
+    parser.add_argument("--add", action="store_true", help="append to the results file's rounds")
     args = parser.parse_args()
+    earlier = _earlier(args) if args.add else None
     interrupt_main_on_signals()
     logging.basicConfig(format="%(message)s")
     logging.getLogger("launchers").setLevel(logging.INFO)
@@ -76,14 +80,18 @@ def main() -> None:
                 values[arm].append(float(row.engine_total_tok_s or np.nan))
             print(f"round {round_index + 1}/{rounds}: " + ", ".join(f"{arm} {v[-1]:,.0f}" for arm, v in values.items()),
                   file=sys.stderr)
+    if earlier is not None:
+        values = {arm: [*earlier["engine_total_tok_s"][arm], *values[arm]] for arm in ARMS}
+        seconds = [earlier["median_run_s"], *seconds]
+    comparisons = len(values["a"]) // args.pairs
     report = {"workload": args.workload, "requests": args.requests, "pairs": args.pairs,
-              "comparisons": args.comparisons, "threshold": DEFAULT_THRESHOLD,
+              "comparisons": comparisons, "threshold": DEFAULT_THRESHOLD,
               "stated_detectable_drop": detectable_drop(args.pairs, DEFAULT_PAIR_NOISE, DEFAULT_THRESHOLD),
               "stated_pair_noise": DEFAULT_PAIR_NOISE, "median_run_s": float(np.median(seconds)),
               "engine_total_tok_s": values, "scenarios": {}}
     for scenario, arm in SCENARIOS.items():
         outcomes, noises = [], []
-        for comparison in range(args.comparisons):
+        for comparison in range(comparisons):
             window = slice(comparison * args.pairs, (comparison + 1) * args.pairs)
             verdict = judge_pairs(values["a"][window], values[arm][window], DEFAULT_THRESHOLD)
             outcomes.append({"outcome": verdict.outcome, "ratio": verdict.ratio, "low": verdict.low,
@@ -99,6 +107,15 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(RESULTS)
+
+
+def _earlier(args: argparse.Namespace) -> dict:
+    """The results file's rounds, refused when they were made with other settings."""
+    earlier = json.loads(RESULTS.read_text())
+    for name in ("workload", "requests", "pairs"):
+        if earlier[name] != getattr(args, name):
+            sys.exit(f"--add: {RESULTS} was made with {name} {earlier[name]}, not {getattr(args, name)}")
+    return earlier
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 A cell is one system at one spread level, run several times. Its figure is the
 median total tok/s (Anyscale's (prompt + useful tokens) / makespan) of its runs, with
-a 95% bootstrap interval (harness.analysis.stats). A headline row sets, at one
+an order-statistic interval and its true coverage (harness.analysis.stats). A headline row sets, at one
 level, continuous against static and against naive: paired by repetition when the
 systems ran interleaved, else the ratio of the medians with an unpaired interval; its
 verdict is on those ratios.
@@ -29,7 +29,7 @@ from harness.analysis.health import (
     run_health,
     telemetry_stats,
 )
-from harness.analysis.levels import Level, is_cap
+from harness.analysis.levels import Level, level_order
 from harness.analysis.metrics import RunMetrics
 from harness.analysis.speed import SpeedNormalised
 from harness.analysis.stats import Estimate, median_ci, paired_ratio_ci, unpaired_ratio_ci
@@ -215,4 +215,4 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
         if ratios:
             rows.append(HeadlineRow(level, ratios, health.stable, tuple(health.reasons), normalised,
                                     tuple(health.briefs), tuple(health.notes)))
-    return sorted(rows, key=lambda row: (not is_cap(row.level), row.level if is_cap(row.level) else 0))
+    return sorted(rows, key=lambda row: level_order(row.level))

@@ -74,8 +74,6 @@ MORE_WORKERS = "spread the load over more client processes with `--workers N` (o
 MAX_DISAGREEMENT = 0.02
 MAX_FRONT_END_STARVED = 0.05
 MAX_CELL_HALF_WIDTH = 0.05
-# Repetitions whose engine step counts differ by at most this share ran the same schedule.
-SAME_SCHEDULE = 0.02
 # A headline ratio's 95% interval may span at most ±5% of its median: the precision a
 # reproduction is held to (each ratio within ±5% of the median of three reproductions),
 # which a wider interval cannot promise. Pairing a repetition's systems cancels drift
@@ -86,11 +84,12 @@ SAME_SCHEDULE = 0.02
 # of the median of the three (1.0% in three later jobs). So where every run has an engine
 # log the limit applies to the ratio at one speed, and the measured interval is a note.
 MAX_HEADLINE_HALF_WIDTH = 0.05
-# A system whose engine step counts spread more than this (half their range over their
-# median) ran another schedule in some repetition, and that alone could move the ratio past
-# the precision it is held to. Static batches' make-up follows arrival order and moves
-# static's step count by ±2-3.4% (docs/validation/reproduction.md): the ratio's interval
-# carries that, so it stays a note.
+# The one definition of "the schedule differed" (schedule_spread), for cells and headline
+# alike: a system whose engine step counts spread more than this (half their range over
+# their median) ran another schedule in some repetition, and that alone could move a figure
+# past the precision it is held to. Static batches' make-up follows arrival order and moves
+# static's step count by ±2-3.4% (docs/validation/reproduction.md): within this, the same
+# schedule, and a cell spread wider than its limit was moved by the machine's speed.
 MAX_SCHEDULE_SPREAD = MAX_HEADLINE_HALF_WIDTH
 MACHINE_SPEED_VARIED = "machine speed varied"
 SCHEDULE_DIFFERED = "schedule differed"
@@ -255,7 +254,7 @@ def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[En
         short = f" ({speed.brief})" if speed is not None and not narrow else ""
         machine = speed is not None and speed.brief == MACHINE_SPEED_VARIED and not speed.passed
         checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, narrow, "note" if machine else "unstable",
-                            f"repetitions spread: 95% interval ±{half:.1%} of the median{why}",
+                            f"repetitions spread: {estimate.interval_label} ±{half:.1%} of the median{why}",
                             f"spread ±{half:.1%}{short}"))
         if why:
             speed = None
@@ -318,23 +317,35 @@ def headline_health(ratios: Mapping[str, Estimate], members: Sequence[HeadlineMe
 
 
 def _ratio_interval_check(label: str, ratio: Estimate, severity: Severity, why: str = "") -> list[Check]:
-    """A ratio's 95% interval against MAX_HEADLINE_HALF_WIDTH (none without an interval)."""
+    """A ratio's interval against MAX_HEADLINE_HALF_WIDTH (none without an interval)."""
     half = ratio.half_width_rel
     if ratio.n < 2 or not math.isfinite(half):
         return []
     kind = "paired by repetition" if "paired" in ratio.method else "unpaired"
     return [Check("ratio interval", half, MAX_HEADLINE_HALF_WIDTH, half <= MAX_HEADLINE_HALF_WIDTH, severity,
-                  f"{label}: 95% interval ±{half:.1%} of the median ({kind}), wider than the"
+                  f"{label}: {ratio.interval_label} ±{half:.1%} of the ratio ({kind}), wider than the"
                   f" ±{MAX_HEADLINE_HALF_WIDTH:.0%} a headline ratio is held to" + (f": {why}" if why else ""),
                   f"{label} ±{half:.1%}")]
 
 
-def schedule_check(engines: Sequence[EngineMetrics | None]) -> Check | None:
-    """Did every repetition run the same schedule? UNSTABLE past MAX_SCHEDULE_SPREAD; None if unknown."""
+def schedule_spread(engines: Sequence[EngineMetrics | None]) -> float | None:
+    """Half the range of the repetitions' engine step counts over their median (None with fewer than two logs).
+
+    Past MAX_SCHEDULE_SPREAD the schedule differed between repetitions: the one rule both
+    the headline (schedule_check) and the cells (machine_speed_check) apply.
+    """
     steps = np.array([engine.steps for engine in engines if engine is not None and engine.steps > 0], dtype=float)
     if len(steps) < 2:
         return None
-    spread = float((steps.max() - steps.min()) / 2 / np.median(steps))
+    return float((steps.max() - steps.min()) / 2 / np.median(steps))
+
+
+def schedule_check(engines: Sequence[EngineMetrics | None]) -> Check | None:
+    """Did every repetition run the same schedule? UNSTABLE past MAX_SCHEDULE_SPREAD; None if unknown."""
+    spread = schedule_spread(engines)
+    if spread is None:
+        return None
+    steps = np.array([engine.steps for engine in engines if engine is not None and engine.steps > 0], dtype=float)
     return Check("schedule", spread, MAX_SCHEDULE_SPREAD, spread <= MAX_SCHEDULE_SPREAD, "unstable",
                  f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps"
                  f" (±{spread:.1%}, limit ±{MAX_SCHEDULE_SPREAD:.0%})", SCHEDULE_DIFFERED)
@@ -344,8 +355,9 @@ def machine_speed_check(engines: Sequence[EngineMetrics | None]) -> Check | None
     """Did repetitions run the same schedule at the same speed? (a note; None if unknown).
 
     The scheduler's decisions show in the number of engine steps; the machine's speed
-    in the median step time. Same steps (within SAME_SCHEDULE) at step times that spread
-    by more than the cell limit means the machine, not the scheduler, moved the figure.
+    in the median step time. The same schedule (schedule_spread within MAX_SCHEDULE_SPREAD)
+    at step times that spread by more than the cell limit means the machine, not the
+    scheduler, moved the figure.
     """
     known = [engine for engine in engines if engine is not None and engine.steps > 0]
     if len(known) < 2:
@@ -353,7 +365,7 @@ def machine_speed_check(engines: Sequence[EngineMetrics | None]) -> Check | None
     steps = np.array([engine.steps for engine in known], dtype=float)
     step_ms = np.array([engine.median_step_s for engine in known]) * 1000.0
     spread = float((step_ms.max() - step_ms.min()) / 2 / np.median(step_ms))
-    if (steps.max() - steps.min()) / np.median(steps) > SAME_SCHEDULE:
+    if (schedule_spread(known) or 0.0) > MAX_SCHEDULE_SPREAD:
         brief = SCHEDULE_DIFFERED
         text = (f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps,"
                 f" median step {step_ms.min():.1f}-{step_ms.max():.1f} ms")

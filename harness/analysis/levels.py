@@ -18,3 +18,8 @@ def is_cap(level: object) -> TypeGuard[int]:
 def level_name(level: Level) -> str:
     """How a spread level is labelled: `cap 128` for a cap, the label itself otherwise."""
     return f"cap {level}" if is_cap(level) else str(level)
+
+
+def level_order(level: Level) -> tuple[bool, int, str]:
+    """Sort key: caps first, in numeric order (32 before 128), then named workloads by name."""
+    return (not is_cap(level), int(level) if is_cap(level) else 0, "" if is_cap(level) else str(level))

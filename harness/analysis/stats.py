@@ -1,14 +1,20 @@
-"""Point estimates and 95% intervals for repeated benchmark cells; pure, no I/O.
+"""Point estimates and intervals for repeated benchmark cells whose stated coverage is true; pure, no I/O.
 
-A cell is one system at one workload, run a few times (n >= 3); its values are
-throughputs in tok/s. The point is the median and the interval a bootstrap percentile
-CI of the median (`scipy.stats.bootstrap`, fixed seed, so reports are reproducible):
-with so few runs nothing justifies a normal-theory interval, the median shrugs off one
-disturbed run, and a percentile interval never leaves the observed values. It is
-coarse at small n: for n <= 5 it comes out as [min, max], which holds the true median
-with probability 1 - 2 / 2**n (75% at n = 3, 94% at n = 5). Ratios between systems use
-per-pair ratios when repetitions were interleaved (pairing cancels drift), otherwise
-the ratio of medians.
+A cell is one system at one workload, run a few times (3 by default); its values are
+throughputs in tok/s. Every interval here says how often it holds the true value, and
+that figure is exact under its stated assumption, not a nominal 95% that three values
+cannot give (tests/harness/analysis/test_stats.py checks each by simulation):
+
+- A cell's median: the interval between two order statistics, [x_(k), x_(n+1-k)], which
+  holds the true median with probability 1 - 2 P(Bin(n, 1/2) < k) whatever the
+  distribution. k is the largest whose coverage reaches the confidence asked; below 6
+  values none does at 95%, and the interval is the range with its real coverage (75% at
+  3 values, 88% at 4, 94% at 5), which `Estimate.coverage` carries and the report prints.
+- A ratio of two systems paired by repetition (run back to back, so the pair cancels the
+  drift they share): the geometric mean of the pair ratios with Student's t interval on
+  their logs, exact when the log ratios are normal (throughput noise is multiplicative).
+- Unpaired: the ratio of the two sides' geometric means with Welch's t interval on the
+  difference of their mean logs.
 """
 
 from __future__ import annotations
@@ -21,17 +27,21 @@ import numpy.typing as npt
 from scipy import stats as sps
 
 FloatArray = npt.NDArray[np.float64]
+DEFAULT_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A median with its confidence interval over `n` values."""
+    """A point with its interval over `n` values, and how often such an interval holds the true value."""
 
     point: float
     low: float
     high: float
     n: int
     method: str
+    # The probability that an interval made this way holds the true value (exact under `method`'s
+    # assumption); nan where there is no interval.
+    coverage: float = math.nan
 
     @property
     def half_width_rel(self) -> float:
@@ -39,6 +49,14 @@ class Estimate:
         if self.point == 0 or not math.isfinite(self.point):
             return math.nan
         return (self.high - self.low) / 2 / self.point
+
+    @property
+    def interval_label(self) -> str:
+        """What the interval is, as a reader needs it: "95% interval", or "range (75%)" where it is the range."""
+        if not math.isfinite(self.coverage):
+            return "no interval"
+        share = f"{self.coverage:.0%}" if round(self.coverage, 2) == round(self.coverage, 4) else f"{self.coverage:.1%}"
+        return f"range ({share})" if "range" in self.method else f"{share} interval"
 
     def contains(self, x: float) -> bool:
         """Whether x lies in the closed interval [low, high]."""
@@ -56,98 +74,86 @@ def _sample(values: npt.ArrayLike, *, positive: bool = False) -> FloatArray:
     return arr
 
 
-def _check_params(confidence: float, resamples: int) -> None:
+def _check_confidence(confidence: float) -> None:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
 
 
-def _clamped(low: float, high: float, lo: float, hi: float) -> tuple[float, float]:
-    # Every resampled statistic lies in [lo, hi]; scipy's quantile interpolation can
-    # still land an ulp outside, which would put a bound beyond any observed value.
-    return min(max(low, lo), hi), min(max(high, lo), hi)
+def order_statistic_coverage(n: int, k: int) -> float:
+    """The probability that [x_(k), x_(n+1-k)] of n independent values holds their distribution's median."""
+    if not 1 <= k <= (n + 1) // 2:
+        raise ValueError(f"k must lie in [1, {(n + 1) // 2}] for n = {n}, got {k}")
+    return float(1.0 - 2.0 * sps.binom.cdf(k - 1, n, 0.5))
 
 
-def _median_estimate(arr: FloatArray, confidence: float, resamples: int, seed: int, label: str) -> Estimate:
-    _check_params(confidence, resamples)
-    point, n = float(np.median(arr)), int(arr.size)
-    lo, hi = float(arr.min()), float(arr.max())
-    if n == 1:
-        return Estimate(point, point, point, n, f"{label}single value, no interval")
-    if lo == hi:
-        # Every resample is the same value; skip scipy rather than resample a constant.
-        return Estimate(point, point, point, n, f"{label}all values equal, no spread")
-    if n == 2:
-        # The bootstrap of two values only ever sees them and their mean: report the range.
-        return Estimate(point, lo, hi, n, f"{label}two values, range")
-    res = sps.bootstrap(
-        (arr,), np.median, confidence_level=confidence, n_resamples=resamples,
-        method="percentile", vectorized=True, rng=np.random.default_rng(seed),
-    )
-    ci = res.confidence_interval
-    low, high = _clamped(float(ci.low), float(ci.high), lo, hi)
-    return Estimate(point, low, high, n, f"{label}bootstrap percentile, {resamples} resamples")
+def median_ci(values: npt.ArrayLike, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
+    """Median of `values` with a distribution-free order-statistic interval and its exact coverage.
 
-
-def median_ci(values: npt.ArrayLike, confidence: float = 0.95, resamples: int = 9999, seed: int = 0) -> Estimate:
-    """Median of `values` with a bootstrap percentile CI (deterministic for a given seed).
-
-    n == 1 gives a zero-width interval, n == 2 the range [min, max]. ValueError if
-    `values` is empty or holds a non-finite value.
+    The narrowest [x_(k), x_(n+1-k)] whose coverage reaches `confidence`; with too few
+    values for any, the range, whose coverage (below `confidence`) is what `coverage` says.
+    One value: no interval. ValueError if `values` is empty or holds a non-finite value.
     """
-    return _median_estimate(_sample(values), confidence, resamples, seed, "")
+    _check_confidence(confidence)
+    arr = np.sort(_sample(values))
+    point, n = float(np.median(arr)), int(arr.size)
+    if n == 1:
+        return Estimate(point, point, point, n, "single value, no interval")
+    k = max((k for k in range(1, (n + 1) // 2 + 1) if order_statistic_coverage(n, k) >= confidence), default=1)
+    coverage = order_statistic_coverage(n, k)
+    low, high = float(arr[k - 1]), float(arr[n - k])
+    if k == 1:
+        return Estimate(point, low, high, n, f"range of {n} values", coverage)
+    return Estimate(point, low, high, n, f"order statistics {k} and {n + 1 - k} of {n}", coverage)
+
+
+def _t_interval(logs_mean: float, standard_error: float, dof: float, confidence: float) -> tuple[float, float, float]:
+    half = float(sps.t.ppf((1 + confidence) / 2, dof)) * standard_error
+    return math.exp(logs_mean), math.exp(logs_mean - half), math.exp(logs_mean + half)
 
 
 def paired_ratio_ci(
-    numerators: npt.ArrayLike,
-    denominators: npt.ArrayLike,
-    confidence: float = 0.95,
-    resamples: int = 9999,
-    seed: int = 0,
+    numerators: npt.ArrayLike, denominators: npt.ArrayLike, confidence: float = DEFAULT_CONFIDENCE
 ) -> Estimate:
-    """Median of the per-pair ratios a_r / b_r with a bootstrap percentile CI.
+    """Geometric mean of the pair ratios a_r / b_r, with Student's t interval on log(a_r / b_r).
 
-    Repetition r of each side ran back to back, so each ratio cancels drift common to
-    the pair. ValueError if the lengths differ, or a side is empty or holds a value
-    that is not finite and > 0.
+    Repetition r of each side ran back to back, so each ratio cancels drift common to the
+    pair. One pair: no interval. ValueError if the lengths differ, or a side is empty or
+    holds a value that is not finite and > 0.
     """
+    _check_confidence(confidence)
     a, b = _sample(numerators, positive=True), _sample(denominators, positive=True)
     if a.size != b.size:
         raise ValueError(f"paired samples differ in length: {a.size} vs {b.size}")
-    return _median_estimate(a / b, confidence, resamples, seed, "paired ratios, ")
-
-
-def _ratio_of_medians(a: FloatArray, b: FloatArray, axis: int = -1) -> FloatArray:
-    return np.asarray(np.median(a, axis=axis) / np.median(b, axis=axis), dtype=np.float64)
+    logs, n = np.log(a / b), int(a.size)
+    if n == 1:
+        point = math.exp(float(logs[0]))
+        return Estimate(point, point, point, n, "paired ratio, single pair, no interval")
+    point, low, high = _t_interval(float(logs.mean()), float(logs.std(ddof=1)) / math.sqrt(n), n - 1, confidence)
+    return Estimate(point, low, high, n, "paired ratios, geometric mean, t interval on the log ratios", confidence)
 
 
 def unpaired_ratio_ci(
-    numerators: npt.ArrayLike,
-    denominators: npt.ArrayLike,
-    confidence: float = 0.95,
-    resamples: int = 9999,
-    seed: int = 0,
+    numerators: npt.ArrayLike, denominators: npt.ArrayLike, confidence: float = DEFAULT_CONFIDENCE
 ) -> Estimate:
-    """median(a) / median(b) with a two-sample bootstrap percentile CI (lengths may differ).
+    """Ratio of the geometric means of a and b (lengths may differ), with Welch's t interval on the mean logs.
 
-    If either side has fewer than three values or no spread, the interval is
-    [min(a)/max(b), max(a)/min(b)], which is conservative. `n` is the smaller side's
+    With fewer than two values on a side there is no spread to go on: the interval is
+    [min(a)/max(b), max(a)/min(b)], with no coverage claimed. `n` is the smaller side's
     count. ValueError as in `paired_ratio_ci`, except that the lengths may differ.
     """
-    _check_params(confidence, resamples)
+    _check_confidence(confidence)
     a, b = _sample(numerators, positive=True), _sample(denominators, positive=True)
-    point, n = float(np.median(a) / np.median(b)), int(min(a.size, b.size))
-    if min(a.size, b.size) < 3 or a.min() == a.max() or b.min() == b.max():
-        low, high = float(a.min() / b.max()), float(a.max() / b.min())
-        return Estimate(point, low, high, n, "ratio of medians, extreme-value bounds")
-    res = sps.bootstrap(
-        (a, b), _ratio_of_medians, confidence_level=confidence, n_resamples=resamples,
-        method="percentile", paired=False, vectorized=True, rng=np.random.default_rng(seed),
-    )
-    ci = res.confidence_interval
-    low, high = _clamped(float(ci.low), float(ci.high), float(a.min() / b.max()), float(a.max() / b.min()))
-    return Estimate(point, low, high, n, f"ratio of medians, bootstrap percentile, {resamples} resamples")
+    log_a, log_b, n = np.log(a), np.log(b), int(min(a.size, b.size))
+    difference = float(log_a.mean() - log_b.mean())
+    var_a = float(log_a.var(ddof=1)) / a.size if a.size > 1 else math.nan
+    var_b = float(log_b.var(ddof=1)) / b.size if b.size > 1 else math.nan
+    if n < 2 or var_a + var_b == 0:
+        return Estimate(math.exp(difference), float(a.min() / b.max()), float(a.max() / b.min()), n,
+                        "ratio of geometric means, extreme-value bounds")
+    # Welch-Satterthwaite degrees of freedom.
+    dof = (var_a + var_b) ** 2 / (var_a**2 / (a.size - 1) + var_b**2 / (b.size - 1))
+    point, low, high = _t_interval(difference, math.sqrt(var_a + var_b), dof, confidence)
+    return Estimate(point, low, high, n, "ratio of geometric means, Welch t interval on the logs", confidence)
 
 
 def relative_spread(values: npt.ArrayLike) -> float:

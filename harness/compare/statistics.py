@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize, special
 
+from harness.analysis.stats import paired_ratio_ci
 from harness.compare import DEFAULT_CONFIDENCE, DEFAULT_POWER, DEFAULT_THRESHOLD
 
 # The same three outcomes as harness.gate.statistics.Outcome; the layers contract keeps the
@@ -87,9 +88,10 @@ def judge_pairs(
     _check_rule(threshold, confidence)
     d = _log_ratios(a, b)
     n = int(d.size)
-    mean, noise = float(d.mean()), float(d.std(ddof=1))
-    half = _t_quantile(n, confidence) * noise / math.sqrt(n)
-    ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    noise = float(d.std(ddof=1))
+    # The same paired estimate as the reports' headline ratios (harness.analysis.stats).
+    estimate = paired_ratio_ci(b, a, confidence)
+    ratio, low, high = estimate.point, estimate.low, estimate.high
     line = 1.0 - threshold
     detectable = detectable_drop(n, noise, threshold, confidence)
     outcome: Outcome

@@ -187,7 +187,7 @@ def _median_interval(values: pd.Series) -> Estimate:
     finite = values.dropna()
     if finite.empty:
         return Estimate(math.nan, math.nan, math.nan, 0, "no values")
-    return median_ci(finite.to_numpy(dtype=float), resamples=1999)
+    return median_ci(finite.to_numpy(dtype=float))
 
 
 def _relative(measured: float, predicted: float) -> float:

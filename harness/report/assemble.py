@@ -21,7 +21,7 @@ import pandas as pd
 from harness.analysis.assess import assess_run_dirs
 from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headline, median_run
 from harness.analysis.gap import gap_table
-from harness.analysis.levels import level_name
+from harness.analysis.levels import Level, level_name
 from harness.analysis.step_predict import server_step_costs
 from harness.analysis.trace_replay import trace_replays
 from harness.calibration.marking import is_calibration_run
@@ -128,6 +128,7 @@ def assemble_report(
         ],
         details=cell_blocks(cells),
         blocked=blocked,
+        blocked_levels=None if smoke else [row.level for row in rows if not row.stable],
         summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial, "untested_vllm": untested,
                                                               "stage": stage.line() if stage else None,
                                                               "traces": trace_summary(replays),
@@ -174,6 +175,7 @@ def write_report(
     lead: Sequence[Block] = (),
     details: Sequence[Block] = (),
     blocked: Sequence[str] = (),
+    blocked_levels: Sequence[Level] | None = None,
     summary_extra: Mapping[str, Any] | None = None,
     measured: Sequence[RunManifest] = (),
     headline_ratio: str = "",
@@ -181,13 +183,14 @@ def write_report(
     """Compute what the report states about `runs` and their gap `table`, and write it.
 
     `lead` goes right under the title (the headline), `details` after the overview;
-    `blocked` names why no acceptance line may be drawn (unstable cells);
+    `blocked` names why acceptance lines may not be drawn, `blocked_levels` the levels they
+    hold back (None: every level, as in a smoke run; gather_facts);
     `summary_extra` is merged into summary.json; `measured` are the manifests of every
     run measured (default: those of `runs`), for the overview's counts and hosts;
     `headline_ratio` names the headline's ratio estimator when it is not the gap
     table's ratio of medians.
     """
-    facts = gather_facts(runs, table, extras, blocked=blocked, measured=measured)
+    facts = gather_facts(runs, table, extras, blocked=blocked, blocked_levels=blocked_levels, measured=measured)
     return render_report(facts, out_dir, lead=lead, details=details, summary_extra=summary_extra,
                          headline_ratio=headline_ratio)
 

@@ -150,16 +150,24 @@ def gather_facts(
     extras: ReportExtras | Mapping[str, Any] | None = None,
     *,
     blocked: Sequence[str] = (),
+    blocked_levels: Sequence[Level] | None = None,
     measured: Sequence[RunManifest] = (),
 ) -> ReportFacts:
     """Compute what the report states.
 
-    `blocked` names why no acceptance line may be drawn (unstable cells); `measured`
-    are the manifests of every run measured (default: those of `runs`), for the
-    overview's counts and hosts.
+    `blocked` names why acceptance lines may not be drawn; `blocked_levels` the levels they
+    hold back (unstable headline rows): the findings are drawn on every other level. None:
+    no level is judged at all (a smoke run). `measured` are the manifests of every run
+    measured (default: those of `runs`), for the overview's counts and hosts.
     """
     extras = parse_extras(extras)
-    findings = [f"Not judged: {reason}" for reason in blocked] if blocked else check_acceptance(gap_table)
+    not_judged = [f"Not judged: {reason}" for reason in blocked]
+    if blocked and blocked_levels is None:
+        findings = not_judged
+    else:
+        held = set(blocked_levels or ())
+        judged = gap_table.loc[[level not in held for level in gap_table["level"]]] if held else gap_table
+        findings = [*not_judged, *check_acceptance(judged)]
     ordered = _ordered(runs, gap_table)
     llama = physics.model_card(physics.LLAMA_3_1_8B, physics.H100_SXM_80GB)
     low, high = QUOTED_BATCHES

@@ -13,11 +13,12 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.cells import AssessedRun, Cell, HeadlineRow
-from harness.analysis.levels import Level, level_name
+from harness.analysis.levels import Level, level_name, level_order
 from harness.analysis.stats import Estimate
 from harness.analysis.step_cost_fit import StepCostFit
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, SideBySide, Table
 from harness.report.plots import RatioPoint, headline_plot
+from harness.systems import ALL_SYSTEMS
 
 SMOKE_BANNER = ("Smoke run, not a measurement: cells are too short and too few to trust (--quick). It checks that"
                 " every request completes; stability is not judged.")
@@ -53,7 +54,7 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
     )
     blocks.append(Paragraph(
         f"Throughput gain of continuous batching in total tok/s ((prompt + useful tokens) / makespan): {how},"
-        f" with its 95% interval. {verdict}"
+        f" with {_ratio_interval(rows)}. {verdict}"
     ))
     ratio_names = list(dict.fromkeys(name for row in rows for name in row.ratios))
     at_one_speed = [name for name in ratio_names if any(name in row.normalised_ratios for row in rows)]
@@ -85,8 +86,8 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCo
     return blocks
 
 
-HEADLINE_CAPTION = ("Continuous over static and over naive against spread: medians with 95% intervals; dashed,"
-                    " the step-cost model's predictions.")
+HEADLINE_CAPTION = ("Continuous over static and over naive against spread: each ratio with its interval (as in the"
+                    " table); dashed, the step-cost model's predictions.")
 
 
 def unstable_line(row: HeadlineRow) -> str:
@@ -114,12 +115,21 @@ def ratio_points(rows: Sequence[HeadlineRow], table: pd.DataFrame | None) -> dic
     return series
 
 
-PAIRED = "the median over repetitions of each repetition's ratio"
+PAIRED = "the geometric mean over repetitions of each repetition's ratio"
 
 
 def paired_ratios(rows: Sequence[HeadlineRow]) -> bool:
-    """Whether the headline gives any ratio as the median of paired repetitions' ratios."""
+    """Whether the headline gives any ratio as the geometric mean of paired repetitions' ratios."""
     return any("paired" in ratio.method for row in rows for ratio in row.ratios.values())
+
+
+def _ratio_interval(rows: Sequence[HeadlineRow]) -> str:
+    """What the headline's intervals are, in words: their coverage and what it rests on."""
+    labels = sorted({ratio.interval_label for row in rows for ratio in row.ratios.values()})
+    if not labels or labels == ["no interval"]:
+        return "no interval (one repetition)"
+    return (f"its {' or '.join(labels)} (Student's t on the log ratios: it holds the true ratio that often when"
+            " the runs' noise is multiplicative and normal in the log)")
 
 
 def client_bound_blocks(runs: Sequence[AssessedRun]) -> list[Block]:
@@ -142,9 +152,11 @@ def client_bound_runs(runs: Sequence[AssessedRun]) -> list[dict[str, Any]]:
 
 def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
     """Every cell: median, interval, repetitions, engine agreement, verdict and why."""
-    header = ("system", "spread", "median total tok/s", "95% interval", "runs", "client vs engine", "verdict")
+    header = ("system", "spread", "median total tok/s", "interval (holds the median)", "runs", "client vs engine",
+              "verdict")
     rows = []
-    for cell in sorted(cells, key=lambda c: (str(c.level), c.system)):
+    order: dict[str, int] = {system: at for at, system in enumerate(ALL_SYSTEMS)}
+    for cell in sorted(cells, key=lambda c: (level_order(c.level), order.get(c.system, len(order)), c.system)):
         disagreements = [
             check.value for run in cell.runs for check in run.health.checks if check.name == "client vs engine"
         ]
@@ -152,11 +164,14 @@ def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
         verdict = _cell_verdict(cell)
         estimate = cell.total_tok_s
         rows.append((cell.system, level_name(cell.level), f"{estimate.point:,.0f}",
-                     f"{estimate.low:,.0f} – {estimate.high:,.0f}", str(estimate.n), agreement, verdict))
+                     f"{estimate.low:,.0f} – {estimate.high:,.0f}, {estimate.interval_label}", str(estimate.n),
+                     agreement, verdict))
     return [
         Heading("Every cell, repeated"),
         Paragraph(
-            f"Each cell's figure is the median of its runs, with a 95% interval ({_method(cells)}). Client vs engine:"
+            f"Each cell's figure is the median of its runs, with an interval between two of them and how often such"
+            f" an interval holds the true median, whatever the distribution ({_method(cells)}): with 3 runs it is"
+            " their range, which holds the median 75% of the time; 95% needs 6 runs. Client vs engine:"
             " the largest difference between the client's generated tok/s and the engine's own step log in any run"
             " of the cell ('client only' for servers the harness did not launch). A cell's verdict is on its absolute"
             " figure: a cell spread only because the machine's speed varied carries a warning, since the headline's"
@@ -226,7 +241,7 @@ def _ratio(estimate: Estimate | None) -> str:
 
 def _estimate(estimate: Estimate) -> dict[str, Any]:
     return {"median": estimate.point, "low": estimate.low, "high": estimate.high, "n": estimate.n,
-            "method": estimate.method}
+            "method": estimate.method, "coverage": estimate.coverage}
 
 
 def _method(cells: Sequence[Cell]) -> str:

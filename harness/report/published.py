@@ -18,6 +18,8 @@ from harness.report.format import ms, num
 
 # Measured ratios here are the gap table's: the median runs' figures divided.
 MEDIAN_RUNS = " (ratio of the median runs)"
+NOT_FASTER_TRANSFORMER = ("not comparable: static here is vLLM's own engine admitting only into an empty batch, not"
+                          " FasterTransformer's kernels (docs/methodology.md)")
 
 
 def published_section(facts: ReportFacts) -> list[Block]:
@@ -38,9 +40,11 @@ def published_section(facts: ReportFacts) -> list[Block]:
         ("Continuous batching alone over naive", "~8x", "—",
          "not separable here: our continuous system is vLLM itself"),
         ("Optimised static batching (FasterTransformer) over naive", "~4x",
-         _per_level(caps, "static", "naive", predicted=True), _per_level(caps, "static", "naive", note=MEDIAN_RUNS)),
+         _per_level(caps, "static", "naive", predicted=True),
+         f"{NOT_FASTER_TRANSFORMER}; ours: {_per_level(caps, 'static', 'naive', note=MEDIAN_RUNS)}"),
         ("Naive static batching at the widest spread", "~81 tok/s", _widest(caps, "naive_predicted_total_tok_s"),
-         _widest(caps, "naive_total_tok_s")),
+         f"not comparable ({_models_and_hosts(runs)}, not OPT-13B on an A100): ours"
+         f" {_widest(caps, 'naive_total_tok_s')}"),
         ("Seed: useful slots, outputs 100/200/300/1000 in one static batch of 4", "40%",
          f"{facts.seed_static.useful_fraction:.0%} (simulated)", _seed_measured(runs)),
         ("Llama-3.1-8B BF16 weights", "~16 GB", f"{llama.weight_bytes / 1e9:.1f} GB", "—"),
@@ -73,8 +77,19 @@ def _our_setup(runs: Sequence[ReportRun]) -> str:
     workloads = unique(_describe_workload(m.workload.model_dump(mode="json")) for m in manifests)
     models = ", ".join(unique(m.model for m in manifests))
     cpus = ", ".join(unique(f"{m.host.cpu} ({m.host.cores} cores)" for m in manifests))
-    caps = "/".join(str(c) for c in sorted({r.entry.level for r in runs if is_cap(r.entry.level)}))
-    return f"{models} on {cpus}; {'; '.join(workloads)}; caps {caps}"
+    return f"{models} on {cpus}; {'; '.join(workloads)}; {_planned_means(runs)}"
+
+
+def _planned_means(runs: Sequence[ReportRun]) -> str:
+    """Each cap with the mean output its plans really hold: a cap near the exponential's scale lowers it."""
+    outputs: dict[int, list[int]] = {}
+    for run in runs:
+        if is_cap(run.entry.level) and run.data.plan is not None:
+            outputs.setdefault(int(run.entry.level), []).extend(
+                int(request["output_tokens"]) for request in run.data.plan["requests"])
+    caps = sorted({int(r.entry.level) for r in runs if is_cap(r.entry.level)})
+    means = [f"{sum(outputs[cap]) / len(outputs[cap]):.0f}" if outputs.get(cap) else "?" for cap in caps]
+    return f"caps {'/'.join(map(str, caps))}, planned output means {'/'.join(means)} tokens"
 
 
 def _describe_workload(workload: Mapping[str, Any]) -> str:
@@ -83,7 +98,9 @@ def _describe_workload(workload: Mapping[str, Any]) -> str:
     count = workload.get("num_requests") or f"{workload.get('duration_s')} s of"
     output = workload.get("output_tokens") or {}
     arrival = (workload.get("arrival") or {}).get("kind", "?")
-    return f"{count} prompts of {prompt_text}, outputs {output.get('kind')} mean {output.get('mean', '?')}, {arrival}"
+    shape = (f"exponential of scale {output.get('mean')}, capped" if output.get("kind") == "exponential"
+             else str(output.get("kind")))
+    return f"{count} prompts of {prompt_text}, outputs {shape}, {arrival}"
 
 
 def _batch_sizes(runs: Sequence[ReportRun], system: str) -> str:
@@ -164,7 +181,9 @@ def _cause_blocks(facts: ReportFacts) -> list[Block]:
 
 
 def model_card_section(facts: ReportFacts) -> list[Block]:
-    """Decode physics on paper for the two published setups."""
+    """Decode physics on paper for the two published setups; none in a report with no run on a GPU."""
+    if not any(run.data.manifest.gpu_telemetry and run.data.manifest.gpu_telemetry.devices for run in facts.runs):
+        return []
     cards = facts.cards
     rows = (
         ("parameters", *(f"{c.num_parameters / 1e9:.2f} B" for c in cards)),

@@ -123,7 +123,11 @@ def latency_section(facts: ReportFacts) -> list[Block]:
                             "TTFT and useful E2E (to the last wanted token) per request, by spread level and system."))
     blocks += [
         Paragraph(
-            "Times in ms. Useful E2E runs to the last wanted token (for naive rows, before the padding). "
+            "Times in ms. TTFT and E2E count from when the client sent the request: for continuous and static,"
+            " the whole burst goes out at the start, so their TTFT includes the wait for a batch slot; naive's"
+            " client holds each wave back until the previous one ends and only then sends it, so its TTFT leaves"
+            " that wait out (its whole cost shows in the makespan). Useful E2E runs to the last wanted token (for"
+            " naive rows, before the padding). "
             "Occupancy is running / B from telemetry; useful slot-time is the share of B x makespan "
             "slot-seconds spent between a request's first and last useful token (it misses each request's "
             "admission step, which the client cannot see). Goodput counts ok requests meeting every set SLO."
