@@ -151,8 +151,8 @@ def run_ratio(
     """a's `value` (total tok/s by default) over b's, paired by repetition when the runs were interleaved.
 
     A sweep runs repetition r of every system back to back, so the r-th runs of two
-    systems share the machine's speed at that moment: the median of their ratios, with
-    a paired interval, cancels drift between repetitions. Runs that were not
+    systems share the machine's speed at that moment: the geometric mean of their ratios,
+    with a paired t interval, cancels drift between repetitions. Runs that were not
     interleaved (e.g. analysed from separate sessions) get the unpaired ratio of medians.
     """
     if _interleaved(a, b):

@@ -35,17 +35,20 @@ docs/validation/process-layout.md):
   engine's window starts at its first step, which static's max batch delay holds back by
   up to its wait after the first arrival (1 s: 4% of a 25 s run): there the throughput
   disagreement is a note. The token count still has to agree.
-- cell: 95% interval half-width <= 5% of the median, and >= 3 repetitions; the engine's
+- cell: its runs repeat within ±5% of their median (half their range; the interval shown
+  beside it says how often it holds the true median), and >= 3 repetitions; the engine's
   steps say whether repetitions ran another schedule or the same one at another speed
   (machine_speed_check). A cell spread only by the machine's speed gets a warning (a
   note), not UNSTABLE: its absolute figure moved with the machine, and the headline's
   paired ratios cancel that.
-- headline (headline_health): each ratio's own 95% interval half-width <= 5% of its
-  median, >= 3 repetitions, every run of its systems stable, and each system's schedule
-  the same in every repetition (engine step counts within ±5% of their median). The
-  interval judged is the ratio's at one machine speed (harness.analysis.speed) where
-  every run has an engine log; the measured ratio's wider interval is then a note. See
-  MAX_HEADLINE_HALF_WIDTH for why 5% and why at one speed.
+- headline (headline_health): each ratio repeats within ±5% (its repetitions' ratios lie
+  within ±5% of the ratio shown: "the ratio repeats", what STABLE claims; its t interval,
+  shown beside it, is the uncertainty of the ratio, wider at 3 repetitions), >= 3
+  repetitions, every run of its systems stable, and each system's schedule the same in
+  every repetition (engine step counts within ±5% of their median). The ratio judged is
+  the one at one machine speed (harness.analysis.speed) where every run has an engine
+  log; the measured ratio's wider spread is then a note. See MAX_HEADLINE_HALF_WIDTH for
+  why 5% and why at one speed.
 - notes: /metrics answered p99 <= 250 ms; telemetry gap <= 1 s; the share of tokens
   that arrived coalesced (several in one chunk), which blurs TTFT and ITL but not
   throughput.
@@ -74,9 +77,9 @@ MORE_WORKERS = "spread the load over more client processes with `--workers N` (o
 MAX_DISAGREEMENT = 0.02
 MAX_FRONT_END_STARVED = 0.05
 MAX_CELL_HALF_WIDTH = 0.05
-# A headline ratio's 95% interval may span at most ±5% of its median: the precision a
+# A headline ratio's repetitions may spread at most ±5% around it: the precision a
 # reproduction is held to (each ratio within ±5% of the median of three reproductions),
-# which a wider interval cannot promise. Pairing a repetition's systems cancels drift
+# which a wider spread cannot promise. Pairing a repetition's systems cancels drift
 # between repetitions, not the machine's speed moving from one run to the next: in three
 # back-to-back default reproductions (docs/validation/job-clock.md) the measured paired
 # ratios' intervals reached ±15% and the ratios moved up to 13% between jobs, while the
@@ -247,14 +250,14 @@ def cell_health(estimate: Estimate, runs: Sequence[Health], engines: Sequence[En
     ]
     speed = machine_speed_check(engines)
     if estimate.n >= 2:
-        half = estimate.half_width_rel
+        half = estimate.repeat_spread
         narrow = half <= MAX_CELL_HALF_WIDTH
         # A spread cell's reason says what moved it, when the engine steps can tell.
         why = f" ({speed.text})" if speed is not None and not narrow else ""
         short = f" ({speed.brief})" if speed is not None and not narrow else ""
         machine = speed is not None and speed.brief == MACHINE_SPEED_VARIED and not speed.passed
         checks.append(Check("interval", half, MAX_CELL_HALF_WIDTH, narrow, "note" if machine else "unstable",
-                            f"repetitions spread: {estimate.interval_label} ±{half:.1%} of the median{why}",
+                            f"repetitions spread ±{half:.1%} around the median{why}",
                             f"spread ±{half:.1%}{short}"))
         if why:
             speed = None
@@ -317,13 +320,13 @@ def headline_health(ratios: Mapping[str, Estimate], members: Sequence[HeadlineMe
 
 
 def _ratio_interval_check(label: str, ratio: Estimate, severity: Severity, why: str = "") -> list[Check]:
-    """A ratio's interval against MAX_HEADLINE_HALF_WIDTH (none without an interval)."""
-    half = ratio.half_width_rel
+    """How closely a ratio repeats (its repetitions' spread around it) against MAX_HEADLINE_HALF_WIDTH."""
+    half = ratio.repeat_spread
     if ratio.n < 2 or not math.isfinite(half):
         return []
     kind = "paired by repetition" if "paired" in ratio.method else "unpaired"
     return [Check("ratio interval", half, MAX_HEADLINE_HALF_WIDTH, half <= MAX_HEADLINE_HALF_WIDTH, severity,
-                  f"{label}: {ratio.interval_label} ±{half:.1%} of the ratio ({kind}), wider than the"
+                  f"{label}: repetitions spread ±{half:.1%} around the ratio ({kind}), wider than the"
                   f" ±{MAX_HEADLINE_HALF_WIDTH:.0%} a headline ratio is held to" + (f": {why}" if why else ""),
                   f"{label} ±{half:.1%}")]
 

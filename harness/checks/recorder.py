@@ -5,8 +5,8 @@ launched server runs, through the recorder (launchers.engine.step_recorder), and
 own scheduler class. Each repetition runs the same workload on both, back to back, the
 order alternating (AB, BA, ...) so a drift of the machine's speed lands on both arms
 alike and each pair shares the machine's speed of that minute. The cost is one minus the
-median paired ratio recorded/plain, with its 95% bootstrap interval
-(harness.analysis.stats.paired_ratio_ci).
+paired ratio recorded/plain (the geometric mean of the pairs' ratios), with its 95% t
+interval on their logs (harness.analysis.stats.paired_ratio_ci).
 """
 
 from __future__ import annotations
@@ -63,5 +63,5 @@ def measure(arm: Arm, request: RunRequest) -> float:
 
 
 def recorded_over_plain(recorded: Sequence[float], plain: Sequence[float]) -> Estimate:
-    """Median paired ratio recorded/plain with its 95% interval: 1 - it is the recorder's cost."""
+    """Paired ratio recorded/plain (geometric mean, 95% t interval on the logs): 1 - it is the recorder's cost."""
     return paired_ratio_ci(recorded, plain)

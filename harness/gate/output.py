@@ -15,7 +15,9 @@ from harness.analysis.stats import Estimate
 from harness.gate.compare import ConfigVerdict, GateResult
 from harness.gate.rule import format_figure
 
-HEADER = ("configuration", "metric", "baseline (95% CI)", "candidate (95% CI)", "ratio (95% CI)", "p", "verdict", "why")
+# Each interval is followed by how often such an interval holds the true value (the range of 3 values: 75%).
+HEADER = ("configuration", "metric", "baseline [interval, coverage]", "candidate [interval, coverage]",
+          "ratio [interval, coverage]", "p", "verdict", "why")
 VERDICT_WORDS = {"pass": "PASS", "regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}
 
 
@@ -23,14 +25,18 @@ def _estimate(value: Estimate | None, metric: str) -> str:
     if value is None or not math.isfinite(value.point):
         return "-"
     return (f"{format_figure(metric, value.point)} [{format_figure(metric, value.low)}-"
-            f"{format_figure(metric, value.high)}] n={value.n}")
+            f"{format_figure(metric, value.high)}, {_coverage(value)}] n={value.n}")
+
+
+def _coverage(value: Estimate) -> str:
+    return f"{value.coverage:.0%}" if math.isfinite(value.coverage) else "no coverage claimed"
 
 
 def _ratio(config: ConfigVerdict) -> str:
     if config.verdict is None:
         return "-"
     ratio = config.verdict.ratio
-    return f"{ratio.point:.3f} [{ratio.low:.3f}-{ratio.high:.3f}]"
+    return f"{ratio.point:.3f} [{ratio.low:.3f}-{ratio.high:.3f}, {_coverage(ratio)}]"
 
 
 def _p(config: ConfigVerdict) -> str:
@@ -111,7 +117,8 @@ def to_junit_xml(result: GateResult) -> str:
 def _estimate_json(value: Estimate | None) -> dict[str, Any] | None:
     if value is None or not math.isfinite(value.point):
         return None
-    return {"median": value.point, "low": value.low, "high": value.high, "n": value.n, "method": value.method}
+    return {"median": value.point, "low": value.low, "high": value.high, "n": value.n, "method": value.method,
+            "coverage": value.coverage if math.isfinite(value.coverage) else None}
 
 
 def to_json(result: GateResult) -> str:

@@ -84,7 +84,7 @@ class Verdict:
     """The gate's answer for one configuration, and every figure behind it."""
 
     outcome: Outcome
-    # median(candidate) / median(baseline) with its 95% bootstrap interval.
+    # median(candidate) / median(baseline) with its bootstrap interval (no coverage claimed).
     ratio: Estimate
     # One-sided Mann-Whitney U p-value for "candidate lower than baseline".
     p_value: float
@@ -213,5 +213,6 @@ def _sample_problems(n_base: int, n_cand: int, base_cv: float, cand_cv: float, r
 
 
 def _evidence(ratio: Estimate, p_value: float, line: float) -> str:
-    return (f"median ratio {ratio.point:.3f} (95% CI {ratio.low:.3f}-{ratio.high:.3f}), line {line:.3f}, "
+    return (f"median ratio {ratio.point:.3f} (bootstrap interval {ratio.low:.3f}-{ratio.high:.3f}, coverage not"
+            f" known), line {line:.3f}, "
             f"one-sided Mann-Whitney p = {p_value:.3g}")

@@ -71,7 +71,8 @@ def test_a_latency_configuration_prints_its_figures_in_seconds(make_night):
     base = BaselineSample(tuple(tuple(latencies(f"b{n}", n, 1.0)) for n in range(3)), "last 3 accepted nights")
     result = gate(latencies("c", 9, 1.2), {base.repetitions[0].config_key: base}, GateRule())
     row = to_text(result).splitlines()[1]
-    assert "e2e_p50_s" in row and "1 s [0.995 s-1 s] n=15" in row and "1.2 s [1.19 s-1.21 s] n=5" in row
+    # Each interval says how often such an interval holds the true median: 15 values give [x_(4), x_(12)], 96%.
+    assert "e2e_p50_s" in row and "1 s [0.995 s-1 s, 96%] n=15" in row and "1.2 s [1.19 s-1.21 s, 94%] n=5" in row
     assert "REGRESSION" in row
 
 

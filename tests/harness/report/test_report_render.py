@@ -161,7 +161,8 @@ def test_report_sections_carry_the_numbers(sweep):
     assert "40%</td><td>40% (simulated)" in page
     # The static seed run: (99+199+299+999) slot-seconds of 4 x 1.0 is 40% useful.
     assert "40% of slot-time useful (static-seed, B=4)" in page
-    assert "OPT-13B on A100 40GB" in page
+    # No model cards of GPU setups in a report of CPU runs.
+    assert "OPT-13B on A100 40GB" not in page and "Model cards" not in page
     assert "Tiny synthetic runs." in page
     assert "static admission: a batch forms when B requests wait or 1 s after the oldest waiting one arrived" in page
     # The step cost: 10 ms + 0.5 ms per sequence, so 16 sequences cost 18 / 10.5 = 1.7x one.
@@ -417,10 +418,10 @@ def test_a_paired_headline_and_the_gap_table_name_their_estimators(tmp_path):
             edit_manifest(run_dir, started_at=T0 + 100 * rep)
             dirs.append(run_dir)
     markdown = assemble_report(dirs, tmp_path / "report").paths.markdown.read_text()
-    assert "the median over repetitions of each repetition's ratio" in markdown.split("## ", 1)[0]
+    assert "the geometric mean over repetitions of each repetition's ratio" in markdown.split("## ", 1)[0]
     gap = markdown.split("## Throughput gap", 1)[1].split("##", 1)[0]
-    assert ("a ratio divides the median runs' figures (a ratio of medians); the headline's ratios are the median"
-            " over repetitions of each repetition's ratio") in gap
+    assert ("a ratio divides the median runs' figures (a ratio of medians); the headline's ratios are the geometric"
+            " mean over repetitions of each repetition's ratio") in gap
 
 
 def test_an_unpaired_headline_leaves_the_gap_table_unqualified(assembled):
@@ -644,3 +645,15 @@ def test_the_reference_s_own_runs_are_named_as_such_and_not_set_beside_themselve
     assert "Beside the committed reference" not in lead
     # Its summary.json still gives the same packaged figures: writing them again changes nothing.
     assert reference_of(json.loads(report.paths.summary.read_text())) == reference
+
+
+def test_model_cards_of_the_published_gpu_setups_come_only_with_a_run_on_a_gpu(tmp_path):
+    from harness.report.assemble import assemble_report
+
+    dirs = [write_run(tmp_path / "runs", f"{system}-cap4", system, cap_workload(4), OUTPUTS[4], 2)
+            for system in ("continuous", "static")]
+    sample = GpuSample(t=1000.0, gpu=0, utilization=0.5, memory_used_bytes=GIB, memory_total_bytes=80 * GIB,
+                       power_w=200.0, energy_j=1.0, latency_s=0.001, error="")
+    add_gpu_telemetry(dirs[0], GpuTelemetry(note="NVML: 1 GPU", devices=["NVIDIA H100"], interval_s=0.5), [sample])
+    markdown = assemble_report(dirs, tmp_path / "report").paths.markdown.read_text()
+    assert "## Model cards" in markdown and "OPT-13B on A100 40GB" in markdown
