@@ -81,9 +81,11 @@ class ServerProcess:
 
     def stop(self) -> None:
         """SIGTERM the whole process group, SIGKILL after the grace period, remove the temp dir; idempotent."""
-        stop_process(self.process, self.stop_grace_s)
-        # After the group is gone: nothing is left to write there.
-        self.temp_dir.remove()
+        try:
+            stop_process(self.process, self.stop_grace_s)
+        finally:
+            # After the group is gone (or SIGKILLed by a second Ctrl-C): nothing is left to write there.
+            self.temp_dir.remove()
 
     def __enter__(self) -> Self:
         return self

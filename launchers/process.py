@@ -77,12 +77,18 @@ def group_members(pgid: int) -> list[psutil.Process]:
 def stop_group(pgid: int, grace_s: float) -> bool:
     """SIGTERM a whole process group, SIGKILL what is left after `grace_s`.
 
-    Returns True if SIGKILL was needed.
+    Returns True if SIGKILL was needed. A Ctrl-C or SIGTERM that lands while it waits (a
+    second one: the first is usually why the group is being stopped) ends the wait at once
+    with SIGKILL, then goes on: the group is never left running.
     """
     members = group_members(pgid)
     if not _signal_group(pgid, signal.SIGTERM):
         return False
-    _, alive = psutil.wait_procs(members, timeout=grace_s)
+    try:
+        _, alive = psutil.wait_procs(members, timeout=grace_s)
+    except KeyboardInterrupt:
+        _signal_group(pgid, signal.SIGKILL)
+        raise
     # A member started after the snapshot was signalled with the group too.
     if not alive and not group_members(pgid):
         return False

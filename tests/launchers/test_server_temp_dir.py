@@ -32,11 +32,14 @@ from launchers.server import PROJECT_ROOT
 from launchers.server_files import TEMP_DIR_PREFIX, VLLM_SOCKET_NAME_LEN, ServerTempDir
 from launchers.transformers_server import TransformersSpec, start_transformers
 
-# FAKE_SERVER_MODE: serve (until signalled or its engine dies), fail (exit at once), hang (never ready).
+# FAKE_SERVER_MODE: serve (until signalled or its engine dies), fail (exit at once), hang (never ready),
+# stubborn (never ready, and deaf to SIGTERM, as vLLM can be while it loads).
 FAKE_SERVER = """\
-import http.server, json, os, subprocess, sys, tempfile, threading, time
+import http.server, json, os, signal, subprocess, sys, tempfile, threading, time
 
 mode = os.environ["FAKE_SERVER_MODE"]
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 os.close(tempfile.mkstemp(prefix="vllm_dist_")[0])
 tempfile.mkdtemp()
 engine = subprocess.Popen(
@@ -47,7 +50,7 @@ engine = subprocess.Popen(
 engine.stdout.readline()
 if mode == "fail":
     sys.exit("fake server: failed to start")
-while mode == "hang":
+while mode in ("hang", "stubborn"):
     time.sleep(1)
 
 
@@ -217,6 +220,26 @@ def test_sigterm_of_the_harness_leaves_nothing_in_the_temp_dir(temp_root, tmp_pa
     assert harness.returncode in (0, 130) and "Traceback" not in stderr, stderr
     assert server_pids(temp_root) == []
     assert os.listdir(temp_root) == []
+
+
+def test_a_second_signal_while_a_starting_server_is_stopped_still_leaves_nothing(temp_root, tmp_path, monkeypatch):
+    # The first SIGTERM starts the stop (SIGTERM to the group, then a grace period); the fake server ignores it, as
+    # vLLM can while it loads. A Ctrl-C during that grace period once left it running: now it is SIGKILLed at once.
+    monkeypatch.setenv("FAKE_SERVER_MODE", "stubborn")
+    harness = serve_command(tmp_path, temp_root)
+    try:
+        wait_for(lambda: len(server_pids(temp_root)) == 2)
+        harness.send_signal(signal.SIGTERM)
+        time.sleep(1)
+        harness.send_signal(signal.SIGINT)
+        _, stderr = harness.communicate(timeout=60)
+        assert harness.returncode == 130, stderr
+        wait_for(lambda: server_pids(temp_root) == [], timeout_s=10)
+        assert os.listdir(temp_root) == []
+    finally:
+        harness.kill()
+        for pid in server_pids(temp_root):  # only where the test failed: none are left otherwise
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_temp_dir_too_long_for_vllms_sockets_is_refused_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
