@@ -121,11 +121,6 @@ def _spread(values: FloatArray, point: float) -> float:
     return float(values.max() - values.min()) / 2 / point if point != 0 else math.nan
 
 
-def _t_interval(logs_mean: float, standard_error: float, dof: float, confidence: float) -> tuple[float, float, float]:
-    half = float(sps.t.ppf((1 + confidence) / 2, dof)) * standard_error
-    return math.exp(logs_mean), math.exp(logs_mean - half), math.exp(logs_mean + half)
-
-
 def paired_ratio_ci(
     numerators: npt.ArrayLike, denominators: npt.ArrayLike, confidence: float = DEFAULT_CONFIDENCE
 ) -> Estimate:
@@ -143,9 +138,11 @@ def paired_ratio_ci(
     if n == 1:
         point = math.exp(float(logs[0]))
         return Estimate(point, point, point, n, "paired ratio, single pair, no interval", spread=0.0)
-    point, low, high = _t_interval(float(logs.mean()), float(logs.std(ddof=1)) / math.sqrt(n), n - 1, confidence)
-    return Estimate(point, low, high, n, "paired ratios, geometric mean, t interval on the log ratios", confidence,
-                    _spread(a / b, point))
+    mean = float(logs.mean())
+    half = float(sps.t.ppf((1 + confidence) / 2, n - 1)) * float(logs.std(ddof=1)) / math.sqrt(n)
+    point = math.exp(mean)
+    return Estimate(point, math.exp(mean - half), math.exp(mean + half), n,
+                    "paired ratios, geometric mean, t interval on the log ratios", confidence, _spread(a / b, point))
 
 
 def _ratio_of_medians(a: FloatArray, b: FloatArray, axis: int = -1) -> FloatArray:
