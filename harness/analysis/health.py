@@ -87,7 +87,7 @@ MAX_CELL_HALF_WIDTH = 0.05
 # of the median of the three (1.0% in three later jobs). So where every run has an engine
 # log the limit applies to the ratio at one speed, and the measured interval is a note.
 MAX_HEADLINE_HALF_WIDTH = 0.05
-# The one definition of "the schedule differed" (schedule_spread), for cells and headline
+# The one definition of "the schedule differed" (schedule_check), for cells and headline
 # alike: a system whose engine step counts spread more than this (half their range over
 # their median) ran another schedule in some repetition, and that alone could move a figure
 # past the precision it is held to. Static batches' make-up follows arrival order and moves
@@ -331,24 +331,26 @@ def _ratio_interval_check(label: str, ratio: Estimate, severity: Severity, why: 
                   f"{label} ±{half:.1%}")]
 
 
-def schedule_spread(engines: Sequence[EngineMetrics | None]) -> float | None:
-    """Half the range of the repetitions' engine step counts over their median (None with fewer than two logs).
+def _step_counts(engines: Sequence[EngineMetrics | None]) -> np.ndarray:
+    """The engine step count of every repetition that has a step log."""
+    return np.array([engine.steps for engine in engines if engine is not None and engine.steps > 0], dtype=float)
 
-    Past MAX_SCHEDULE_SPREAD the schedule differed between repetitions: the one rule both
-    the headline (schedule_check) and the cells (machine_speed_check) apply.
-    """
-    steps = np.array([engine.steps for engine in engines if engine is not None and engine.steps > 0], dtype=float)
-    if len(steps) < 2:
-        return None
-    return float((steps.max() - steps.min()) / 2 / np.median(steps))
+
+def _half_range(values: np.ndarray) -> float:
+    """Half the range of `values` over their median."""
+    return float((values.max() - values.min()) / 2 / np.median(values))
 
 
 def schedule_check(engines: Sequence[EngineMetrics | None]) -> Check | None:
-    """Did every repetition run the same schedule? UNSTABLE past MAX_SCHEDULE_SPREAD; None if unknown."""
-    spread = schedule_spread(engines)
-    if spread is None:
+    """Did every repetition run the same schedule? UNSTABLE past MAX_SCHEDULE_SPREAD; None if unknown.
+
+    MAX_SCHEDULE_SPREAD on the step counts' half range is the one rule for "the schedule
+    differed": machine_speed_check applies it to the cells too.
+    """
+    steps = _step_counts(engines)
+    if len(steps) < 2:
         return None
-    steps = np.array([engine.steps for engine in engines if engine is not None and engine.steps > 0], dtype=float)
+    spread = _half_range(steps)
     return Check("schedule", spread, MAX_SCHEDULE_SPREAD, spread <= MAX_SCHEDULE_SPREAD, "unstable",
                  f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps"
                  f" (±{spread:.1%}, limit ±{MAX_SCHEDULE_SPREAD:.0%})", SCHEDULE_DIFFERED)
@@ -358,17 +360,17 @@ def machine_speed_check(engines: Sequence[EngineMetrics | None]) -> Check | None
     """Did repetitions run the same schedule at the same speed? (a note; None if unknown).
 
     The scheduler's decisions show in the number of engine steps; the machine's speed
-    in the median step time. The same schedule (schedule_spread within MAX_SCHEDULE_SPREAD)
-    at step times that spread by more than the cell limit means the machine, not the
-    scheduler, moved the figure.
+    in the median step time. The same schedule (step counts within MAX_SCHEDULE_SPREAD, as
+    schedule_check judges it) at step times that spread by more than the cell limit means
+    the machine, not the scheduler, moved the figure.
     """
     known = [engine for engine in engines if engine is not None and engine.steps > 0]
     if len(known) < 2:
         return None
-    steps = np.array([engine.steps for engine in known], dtype=float)
+    steps = _step_counts(known)
     step_ms = np.array([engine.median_step_s for engine in known]) * 1000.0
-    spread = float((step_ms.max() - step_ms.min()) / 2 / np.median(step_ms))
-    if (schedule_spread(known) or 0.0) > MAX_SCHEDULE_SPREAD:
+    spread = _half_range(step_ms)
+    if _half_range(steps) > MAX_SCHEDULE_SPREAD:
         brief = SCHEDULE_DIFFERED
         text = (f"the schedule differed between repetitions: {steps.min():.0f}-{steps.max():.0f} engine steps,"
                 f" median step {step_ms.min():.1f}-{step_ms.max():.1f} ms")

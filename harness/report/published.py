@@ -84,11 +84,12 @@ def _planned_means(runs: Sequence[ReportRun]) -> str:
     """Each cap with the mean output its plans really hold: a cap near the exponential's scale lowers it."""
     outputs: dict[int, list[int]] = {}
     for run in runs:
-        if is_cap(run.entry.level) and run.data.plan is not None:
-            outputs.setdefault(int(run.entry.level), []).extend(
-                int(request["output_tokens"]) for request in run.data.plan["requests"])
-    caps = sorted({int(r.entry.level) for r in runs if is_cap(r.entry.level)})
-    means = [f"{sum(outputs[cap]) / len(outputs[cap]):.0f}" if outputs.get(cap) else "?" for cap in caps]
+        if is_cap(run.entry.level):
+            planned = outputs.setdefault(int(run.entry.level), [])
+            if run.data.plan is not None:
+                planned.extend(int(request["output_tokens"]) for request in run.data.plan["requests"])
+    caps = sorted(outputs)
+    means = [f"{sum(outputs[cap]) / len(outputs[cap]):.0f}" if outputs[cap] else "?" for cap in caps]
     return f"caps {'/'.join(map(str, caps))}, planned output means {'/'.join(means)} tokens"
 
 
