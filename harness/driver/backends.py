@@ -6,6 +6,8 @@ are counted, and which health, model-list, tokenize and metrics endpoints exist.
 - `vllm`: `min_tokens` = `max_tokens` with `ignore_eos` force the length; `return_token_ids`
   makes every chunk carry its token ids, which are the count (harness.driver.stream). A
   stream without them fails (`no_token_ids`): its count would rest on the usage alone.
+  Every request carries its run's `cache_salt`: with the prefix cache on, a run reuses
+  its own requests' blocks only, never a repetition's or the warm-up's.
 - `transformers`: `transformers serve`. Its request schema refuses vLLM's fields (HTTP 422),
   and its chunks carry text only, with the count in the final usage. The length is forced
   through its own per-request `generation_config`: `eos_token_id` -1 turns end-of-sequence
@@ -30,6 +32,9 @@ from harness.errors import UsageError
 
 if TYPE_CHECKING:
     from harness.workload.prompts import TokenizerLike
+
+# The warm-up's cache scope: no run's tag (harness.driver.steps.request_tag) can equal it.
+WARM_UP_CACHE_SCOPE = "bb-warm-up"
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,19 @@ class Backend:
     version_path: str | None = None
     # GET answering the server's configuration, where it states B (harness.driver.endpoint.stated_max_num_seqs).
     config_path: str | None = None
+    # The request field that scopes the server's prefix cache (its blocks are reused only
+    # by requests of the same value); None: the kind has none.
+    cache_scope_field: str | None = None
 
-    def request_body(self, model: str, prompt: str, tokens: int, endpoint: str) -> dict[str, Any]:
-        """The streamed request's JSON body for `prompt`, asking for `tokens` output tokens."""
+    def request_body(self, model: str, prompt: str, tokens: int, endpoint: str,
+                     cache_scope: str = "") -> dict[str, Any]:
+        """The streamed request's JSON body for `prompt`, asking for `tokens` output tokens.
+
+        `cache_scope` (a run's tag) keeps the prefix cache of one run apart from every other's.
+        """
         body: dict[str, Any] = {"model": model, **self.length_fields(tokens), "stream": True, **self.stream_fields}
+        if cache_scope and self.cache_scope_field:
+            body[self.cache_scope_field] = cache_scope
         if endpoint == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
@@ -69,8 +83,14 @@ class Backend:
         return body
 
     def warm_up_body(self, model: str, prompt: str, tokens: int) -> dict[str, Any]:
-        """A short unstreamed completion's body, asking for `tokens` output tokens."""
-        return {"model": model, "prompt": prompt, **self.length_fields(tokens)}
+        """A short unstreamed completion's body, asking for `tokens` output tokens.
+
+        Scoped apart from every run, so no run finds the warm-up's prompt in the prefix cache.
+        """
+        body = {"model": model, "prompt": prompt, **self.length_fields(tokens)}
+        if self.cache_scope_field:
+            body[self.cache_scope_field] = WARM_UP_CACHE_SCOPE
+        return body
 
     @property
     def asks_token_ids(self) -> bool:
@@ -120,6 +140,8 @@ VLLM = Backend(
     version_path="/version",
     # Served only with VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/launchers/api_server/routers.py).
     config_path="/server_info?config_format=json",
+    # Prefix-cache isolation (vLLM >= 0.9): blocks are hashed with the salt.
+    cache_scope_field="cache_salt",
 )
 TRANSFORMERS = Backend(
     name="transformers",

@@ -30,6 +30,11 @@ def request_tag(run_tag: str, request_id: int) -> str:
     return f"bb-{run_tag}-{request_id}"
 
 
+def cache_scope(run_tag: str) -> str:
+    """The prefix-cache scope of one run's requests: theirs alone (harness.driver.backends)."""
+    return f"bb-{run_tag}" if run_tag else ""
+
+
 class StepLogCursor:
     """Where a run's steps begin in a server's step log.
 

@@ -18,7 +18,7 @@ from harness.driver.backends import VLLM, Backend
 from harness.driver.dispatch import WorkSource
 from harness.driver.journal import RunJournal
 from harness.driver.outcome import CLIENT_ERROR, CONNECTION, HTTP_STATUS, STALL, Failure, Timing, record_row
-from harness.driver.steps import request_tag
+from harness.driver.steps import cache_scope, request_tag
 from harness.driver.stream import StreamFault, StreamReader
 from harness.driver.timeouts import Timeouts
 from harness.driver.work import WorkItem
@@ -53,9 +53,12 @@ class DriverContext:
     failed: int = 0
 
 
-def request_body(item: WorkItem, model: str, endpoint: str, backend: Backend = VLLM) -> dict[str, Any]:
-    """The JSON body that asks for `requested_output_tokens` (exactly, where `backend` can), streamed with usage."""
-    return backend.request_body(model, item.prompt, item.requested_output_tokens, endpoint)
+def request_body(item: WorkItem, model: str, endpoint: str, backend: Backend = VLLM,
+                 run_tag: str = "") -> dict[str, Any]:
+    """The JSON body that asks for `requested_output_tokens` (exactly, where `backend` can), streamed with usage;
+    the prefix cache, where on, is scoped to the run `run_tag` names."""
+    return backend.request_body(model, item.prompt, item.requested_output_tokens, endpoint,
+                                cache_scope=cache_scope(run_tag))
 
 
 class StreamingUser(User):
@@ -102,7 +105,7 @@ class StreamingUser(User):
             with ctx.client.stream(
                 "POST",
                 PATHS[ctx.endpoint],
-                json=request_body(item, ctx.model, ctx.endpoint, backend),
+                json=request_body(item, ctx.model, ctx.endpoint, backend, ctx.run_tag),
                 headers={"X-Request-Id": request_tag(ctx.run_tag, item.request_id)},
             ) as response:
                 status = response.status_code

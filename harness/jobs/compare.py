@@ -191,7 +191,7 @@ def compare(job: Comparison, a: ServerConfig, b: ServerConfig) -> ComparisonResu
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
         modes = modes_for(cast(tuple[SystemName, ...], job.systems))
-        targets = {build.side: run_targets(build.config, out / build.side, stack, modes=modes)
+        targets = {build.side: run_targets(build.config, out / build.side, stack, modes=modes, workloads=specs)
                    for build in builds}
         # Each (workload, system) on A then B: with `alternate`, B then A in the next repetition.
         cells = [SweepCell(system, spec, targets[side][SERVER_MODE[cast(SystemName, system)]], prefix=f"{side}-")

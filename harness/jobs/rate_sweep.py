@@ -166,7 +166,7 @@ def sweep_rates(job: RateSweep, server: ServerConfig, endpoints: Endpoints) -> R
     runs_dir = out / "runs"
     interruption = Interruption()
     with contextlib.ExitStack() as stack:
-        targets = run_targets(server, out, stack, endpoints)
+        targets = run_targets(server, out, stack, endpoints, workloads=(spec,))
         systems = [system for system in RATE_SYSTEMS if SERVER_MODE[system] in targets]
         static_wait = server.batch_wait_s if "static" in targets and targets["static"].server else None
         measure_s = job.measure_s

@@ -212,7 +212,7 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
                                stage=stage)
 
     with contextlib.ExitStack() as stack:
-        targets = run_targets(server, out, stack, endpoints, modes=modes_for(job.systems))
+        targets = run_targets(server, out, stack, endpoints, modes=modes_for(job.systems), workloads=specs)
         specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, out / "probe")
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in specs for system in job.systems if SERVER_MODE[system] in targets]

@@ -155,7 +155,7 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
         if job.launch:
             # The server's log beside the run directory, not in it: only the run makes the run directory.
             target = run_targets(server, job.out.parent / f".{job.out.name}-server", stack,
-                                 modes=(job.launch,))[job.launch]
+                                 modes=(job.launch,), workloads=(spec,))[job.launch]
             endpoint, server_info = target.endpoint, target.server
         else:
             assert job.endpoint is not None, "RunJob names one server"

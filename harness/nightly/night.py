@@ -63,7 +63,8 @@ def run_night(
     rule = GateRule(threshold=suite.gate.threshold)
     invocation_id = out.resolve().name
     with contextlib.ExitStack() as stack:
-        targets = run_targets(suite.server, out, stack, suite.endpoints(), modes=modes_for(suite.systems))
+        targets = run_targets(suite.server, out, stack, suite.endpoints(), modes=modes_for(suite.systems),
+                              workloads=loaded.specs)
         cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
                  for spec in loaded.specs for system in suite.systems]
         run_dirs = run_cells(cells, out / "runs", suite.repetitions, cluster=cluster)

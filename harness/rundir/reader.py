@@ -103,7 +103,9 @@ def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunDa
     if partial and not allow_partial:
         raise UsageError(f"{root}: {'; '.join(partial)} (--allow-partial to analyse it anyway)")
     gpu_sampled = manifest.gpu_telemetry is not None and bool(manifest.gpu_telemetry.devices)
-    telemetry_defaults = {"latency_s": float("nan")}
+    # Older runs polled no prefix-cache counters: NaN, not "no hits".
+    telemetry_defaults = {"latency_s": float("nan"), "prefix_cache_queries_total": float("nan"),
+                          "prefix_cache_hits_total": float("nan")}
     return RunData(
         path=root,
         manifest=manifest,

@@ -115,6 +115,8 @@ TELEMETRY_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "generation_tokens_total": (pa.float64(), "vllm:generation_tokens_total"),
     "prompt_tokens_total": (pa.float64(), "vllm:prompt_tokens_total"),
     "preemptions_total": (pa.float64(), "vllm:num_preemptions_total"),
+    "prefix_cache_queries_total": (pa.float64(), "vllm:prefix_cache_queries_total (prompt tokens looked up)"),
+    "prefix_cache_hits_total": (pa.float64(), "vllm:prefix_cache_hits_total (of those, found cached)"),
     "latency_s": (pa.float64(), "how long /metrics took to answer"),
 }
 

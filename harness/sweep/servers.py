@@ -9,14 +9,21 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.driver.backends import BACKENDS, VLLM, Backend
 from harness.driver.endpoint import EndpointInfo, check_max_num_seqs, load_tokenizer, probe_endpoint
+from harness.errors import UsageError
 from harness.systems import MODES, ServerMode
 from launchers.handle import ServerProcess
 from launchers.kinds import kind_of
 from launchers.spec import Endpoints, ServerConfig
+
+if TYPE_CHECKING:
+    from harness.workload.spec import WorkloadSpec
+
+# vLLM's switch for its prefix cache; the launcher turns it off unless this comes after.
+PREFIX_CACHE_ARG = "--enable-prefix-caching"
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,8 @@ class SweepTarget:
 
 
 def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, endpoints: Endpoints | None = None,
-                modes: Sequence[ServerMode] = MODES) -> dict[ServerMode, SweepTarget]:
+                modes: Sequence[ServerMode] = MODES,
+                workloads: Sequence[WorkloadSpec] = ()) -> dict[ServerMode, SweepTarget]:
     """The one place a job's servers come from: those given as `endpoints`, the others launched here.
 
     `modes`: the servers wanted, of any kind (launchers.kinds); vLLM's static is left out
@@ -42,8 +50,10 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
     take as long as two in turn, and the second misses the compile cache the first fills
     (docs/validation/job-clock.md#server-start). Every launched server stops when `stack`
     closes; B is the server's: an endpoint stating another B than `server.max_num_seqs` is a
-    UsageError (check_max_num_seqs).
+    UsageError (check_max_num_seqs). The servers launched serve `workloads` as they ask
+    (server_for).
     """
+    server = server_for(server, workloads)
     endpoints = endpoints or Endpoints()
     given: dict[ServerMode, str | None] = {"continuous": endpoints.continuous, "static": endpoints.static}
     wanted = [mode for mode in modes
@@ -60,6 +70,20 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
         check_max_num_seqs(info, server.max_num_seqs)
         targets[mode] = SweepTarget(info, load_tokenizer(endpoints.tokenizer, info), server.max_num_seqs)
     return targets
+
+
+def server_for(server: ServerConfig, workloads: Sequence[WorkloadSpec]) -> ServerConfig:
+    """`server` as `workloads` ask for it: with vLLM's prefix cache on where they say `prefix_cache`.
+
+    A job's servers serve all its workloads, so workloads that disagree are a UsageError.
+    """
+    wanted = {spec.prefix_cache: spec.name for spec in workloads}
+    if len(wanted) > 1:
+        raise UsageError(f"prefix_cache: workload {wanted[True]} turns the prefix cache on and {wanted[False]} leaves"
+                         " it off, and one job's servers serve both: run them as separate jobs")
+    if True in wanted and PREFIX_CACHE_ARG not in server.vllm_args:
+        return server.model_copy(update={"vllm_args": (*server.vllm_args, PREFIX_CACHE_ARG)})
+    return server
 
 
 def launched_target(server: ServerProcess, batch_size: int, tokenizer: str | None = None) -> SweepTarget:

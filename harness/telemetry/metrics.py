@@ -30,6 +30,8 @@ COUNTERS = {
     "vllm:generation_tokens_total": "generation_tokens_total",
     "vllm:prompt_tokens_total": "prompt_tokens_total",
     "vllm:num_preemptions_total": "preemptions_total",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
 }
 
 
@@ -44,6 +46,8 @@ class TelemetrySample:
     generation_tokens_total: float
     prompt_tokens_total: float
     preemptions_total: float
+    prefix_cache_queries_total: float
+    prefix_cache_hits_total: float
     # How long /metrics took to answer: a starved API server answers late.
     latency_s: float = float("nan")
 

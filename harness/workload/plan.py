@@ -30,8 +30,9 @@ from harness.errors import UsageError
 from harness.validation import describe_validation_error
 from harness.workload.conversation import NO_PREDECESSOR, Turns, link_turns
 from harness.workload.limits import MAX_DURATION_S, MAX_REQUESTS
+from harness.workload.prefixes import PrefixIdsError, prefix_blocks, shared_prefix_ids
 from harness.workload.spec import PoissonArrival, TraceArrival, WorkloadSpec
-from harness.workload.trace import TraceSource, read_trace
+from harness.workload.trace import TraceRows, TraceSource, read_trace
 
 # Child streams of SeedSequence(spec.seed); prompt text uses the next key (see prompts.py).
 PROMPT_LENGTH_STREAM, OUTPUT_LENGTH_STREAM, ARRIVAL_STREAM = 0, 1, 2
@@ -98,6 +99,10 @@ class RequestPlan(_Frozen):
     trace_clipped: NonNegativeInt | None = Field(
         None, description="A trace's rows clipped to its max_tokens (None: not a trace)."
     )
+    prefix_block_tokens: PositiveInt | None = Field(
+        None, description="Tokens per block of the requests' hash_ids: prompts are built from those blocks, so"
+        " requests sharing a hash id share its tokens (None: every prompt's text is its own)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RequestPlan:
@@ -111,6 +116,12 @@ class RequestPlan(_Frozen):
         # A turn waits on an earlier one: the order the driver hands out items in cannot deadlock.
         if any(r.after is not None and (r.after >= r.index or r.think_s is None) for r in self.requests):
             raise ValueError("requests: a turn's after must be an earlier request's index, with a think_s")
+        if self.prefix_block_tokens is not None:
+            for request in self.requests:
+                try:
+                    prefix_blocks(request.hash_ids)
+                except PrefixIdsError as exc:
+                    raise ValueError(f"requests[{request.index}]: {exc}") from None
         return self
 
     @property
@@ -121,7 +132,8 @@ class RequestPlan(_Frozen):
     def to_json(self) -> bytes:
         """Canonical JSON (sorted keys, no spaces, UTF-8): byte-identical for equal plans."""
         # A trace's fields are left out where unset, so a plan that is not a trace's reads as before.
-        document = self.model_dump(mode="json", exclude={"trace_clipped"} if self.trace_clipped is None else set())
+        unset = {name for name in ("trace_clipped", "prefix_block_tokens") if getattr(self, name) is None}
+        document = self.model_dump(mode="json", exclude=unset)
         for request in document["requests"]:
             for name in TRACE_FIELDS:
                 if request[name] is None:
@@ -172,6 +184,9 @@ def build_plan(spec: WorkloadSpec) -> RequestPlan:
     count = len(arrivals)
     prompts = spec.prompt_tokens.sample(np.random.default_rng(streams[PROMPT_LENGTH_STREAM]), count)
     outputs = spec.output_tokens.sample(np.random.default_rng(streams[OUTPUT_LENGTH_STREAM]), count)
+    shared = spec.shared_prefix
+    if shared is not None:
+        _check_room(spec.name, shared.tokens, prompts)
     return RequestPlan(
         spec_name=spec.name,
         seed=spec.seed,
@@ -181,11 +196,23 @@ def build_plan(spec: WorkloadSpec) -> RequestPlan:
         duration_s=spec.duration_s,
         requests=tuple(
             PlannedRequest(
-                index=i, prompt_tokens=int(p), output_tokens=int(o), arrival_s=a
+                index=i, prompt_tokens=int(p), output_tokens=int(o), arrival_s=a,
+                hash_ids=None if shared is None else shared_prefix_ids(i, shared.groups),
             )
             for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals, strict=True))
         ),
+        prefix_block_tokens=None if shared is None else shared.tokens,
     )
+
+
+def _check_room(name: str, prefix_tokens: int, prompts: np.ndarray) -> None:
+    """Refuse a shared prefix that a planned prompt cannot hold with a token of its own."""
+    short = np.flatnonzero(prompts <= prefix_tokens + 1)
+    if len(short):
+        first = int(short[0])
+        raise UsageError(f"{name}: shared_prefix.tokens {prefix_tokens} leaves no room in {len(short)} of"
+                         f" {len(prompts)} prompts (first: request {first}, {int(prompts[first])} tokens; a prompt's"
+                         " length counts the prefix and a BOS token): raise prompt_tokens or shorten the prefix")
 
 
 def _trace_plan(spec: WorkloadSpec, source: TraceSource) -> RequestPlan:
@@ -196,6 +223,8 @@ def _trace_plan(spec: WorkloadSpec, source: TraceSource) -> RequestPlan:
         raise UsageError(f"{source.path}: its last request would be sent after {rows.arrival_s[-1]:.3g} s, more than"
                          f" {MAX_DURATION_S:g} s: replay it faster (time_scale) or a shorter window (window_s)")
     optional = {name: getattr(rows, name) for name in ("session", "hash_ids", "label")}
+    if source.block_tokens is not None:
+        _check_blocks(source, rows)
     arrivals = np.zeros(len(rows)) if spec.arrival.kind == "burst" else rows.arrival_s
     turns = link_turns(rows, source) if source.conversation is not None else None
     prompts = rows.prompt_tokens if turns is None else turns.prompt_tokens
@@ -212,7 +241,17 @@ def _trace_plan(spec: WorkloadSpec, source: TraceSource) -> RequestPlan:
             for i in range(len(rows))
         ),
         trace_clipped=rows.clipped,
+        prefix_block_tokens=source.block_tokens,
     )
+
+
+def _check_blocks(source: TraceSource, rows: TraceRows) -> None:
+    """Refuse, naming the row, a hash_ids cell that is not a list of ids."""
+    for i, hash_ids in enumerate(rows.hash_ids or ()):
+        try:
+            prefix_blocks(hash_ids)
+        except PrefixIdsError as exc:
+            raise UsageError(f"{source.path}: row {int(rows.row[i]) + 1}: {exc}") from None
 
 
 def _turn_fields(turns: Turns, i: int) -> dict[str, Any]:

@@ -4,11 +4,14 @@ The count is `len(tokenizer.encode(text, add_special_tokens=True))`, the way vLL
 completions endpoint counts a prompt, so a BOS token the tokenizer adds is included.
 Text is random vocabulary tokens drawn from a stream keyed by (seed, request index), so
 every request's prompt differs from the first token on and a prefix cache cannot make
-one request's prefill free because of another's.
+one request's prefill free because of another's. The exception is a plan whose requests
+share prefix blocks (harness.workload.prefixes): a block's tokens are drawn from a stream
+keyed by (seed, block id) alone, so every request that carries the block opens with them.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -16,9 +19,11 @@ import numpy as np
 
 from harness.errors import UsageError
 from harness.workload.plan import RequestPlan
+from harness.workload.prefixes import prefix_blocks
 
-# SeedSequence child key for prompt text; plan.py uses keys 0-2 for the plan's columns.
+# SeedSequence child keys for prompt text and shared prefix blocks; plan.py uses keys 0-2 for the plan's columns.
 PROMPT_TEXT_STREAM = 3
+PREFIX_BLOCK_STREAM = 4
 
 # Decode/re-encode rounds before giving up on a length. Re-encoding merges or splits
 # tokens at the edges of what was added or cut, so a round usually lands within a
@@ -64,6 +69,7 @@ class PromptFactory:
         self._pool = _text_token_pool(tokenizer)
         # Tokens the tokenizer adds around any text (e.g. BOS): part of every count.
         self._overhead = len(tokenizer.encode("", add_special_tokens=True))
+        self._blocks: dict[tuple[str, int], list[int]] = {}
 
     def make(self, n_tokens: int, index: int) -> str:
         """Text that encodes to exactly `n_tokens` tokens, special tokens included.
@@ -92,6 +98,28 @@ class PromptFactory:
         rng = self._rng(index)
         ids = self._tokenizer.encode(prefix, add_special_tokens=False) + self._draw(rng, n_tokens - held)
         return self._fit(ids, n_tokens, index, rng)
+
+    def from_blocks(self, blocks: Sequence[str], block_tokens: int, n_tokens: int, index: int) -> str:
+        """Text of exactly `n_tokens` tokens that opens with the tokens of `blocks`, then the request's own.
+
+        A block's tokens depend on the seed and its id alone, so two requests that carry the
+        same leading blocks share that text (the tokenizer may merge a token or two where a
+        block meets the next). Raises `UsageError` as `make` does.
+        """
+        if n_tokens <= self._overhead:
+            return self.make(n_tokens, index)
+        room = n_tokens - self._overhead
+        ids = [token for block in blocks for token in self._block(block, block_tokens)][:room]
+        rng = self._rng(index)
+        return self._fit(ids + self._draw(rng, room - len(ids)), n_tokens, index, rng)
+
+    def _block(self, block: str, block_tokens: int) -> list[int]:
+        key = (block, block_tokens)
+        if key not in self._blocks:
+            digest = int.from_bytes(hashlib.sha256(block.encode()).digest()[:8], "big")
+            rng = np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=(PREFIX_BLOCK_STREAM, digest)))
+            self._blocks[key] = self._draw(rng, block_tokens)
+        return self._blocks[key]
 
     def _rng(self, index: int) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=(PROMPT_TEXT_STREAM, index)))
@@ -139,12 +167,17 @@ def make_prompts(
     """One prompt per planned request, of its exact `prompt_tokens`, seeded by the plan.
 
     A conversation's later turn carries its previous turn's prompt, then new text
-    (harness.workload.conversation says how long).
+    (harness.workload.conversation says how long); a plan of shared prefix blocks opens
+    each prompt with its request's blocks.
     """
     factory = PromptFactory(tokenizer, plan.seed, verify=verify)
+    block_tokens = plan.prefix_block_tokens
     prompts: list[str] = []
     for request in plan.requests:
-        if request.after is None:
+        if block_tokens is not None:
+            blocks = prefix_blocks(request.hash_ids)
+            prompts.append(factory.from_blocks(blocks, block_tokens, request.prompt_tokens, request.index))
+        elif request.after is None:
             prompts.append(factory.make(request.prompt_tokens, request.index))
         else:
             prompts.append(factory.extend(prompts[request.after], request.prompt_tokens, request.index))

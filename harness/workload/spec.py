@@ -78,6 +78,14 @@ class SloMs(_Frozen):
     e2e_ms: PositiveFinite | None = Field(None, description="End-to-end latency, milliseconds.")
 
 
+class SharedPrefix(_Frozen):
+    """A prompt prefix that requests share, as a system prompt is: part of each prompt's length."""
+
+    tokens: Count = Field(description="Tokens of the shared prefix, counted in every prompt's length.")
+    groups: Count = Field(1, description="Different prefixes: request i carries prefix i mod groups (1: one"
+                          " prefix shared by all).")
+
+
 class WorkloadSpec(_Frozen):
     """One workload: how many requests, their lengths, and when they arrive."""
 
@@ -105,6 +113,15 @@ class WorkloadSpec(_Frozen):
     trace: TraceSource | None = Field(
         None, description="A trace file whose rows are the requests: their arrival times and lengths"
         " (harness.workload.trace). Arrival and lengths are then the trace's; leave them out.",
+    )
+    shared_prefix: SharedPrefix | None = Field(
+        None, description="Prompts open with a prefix shared by all requests, or by groups of them (a system"
+        " prompt); a trace brings its own prefixes (trace.block_tokens)."
+    )
+    prefix_cache: bool = Field(
+        False, description="Run vLLM with its prefix cache on (both modes alike), so shared prefixes are computed"
+        " once; the report then gives the cache's hit rate beside the plan's own reuse. Off: every prompt token is"
+        " computed, as in the experiment reproduced."
     )
     scaled_from: str | None = Field(
         None,
@@ -138,6 +155,9 @@ class WorkloadSpec(_Frozen):
                                  f" leave {untraced[0]} out")
             if self.duration_s is not None:
                 raise ValueError("duration_s: a trace is cut by its window_s (and num_requests), not duration_s")
+            if self.shared_prefix is not None:
+                raise ValueError("shared_prefix: a trace brings its own prefixes: map its hash_ids column and give"
+                                 " trace.block_tokens")
             return self._scaling_consistent()
         if traced:
             raise ValueError(f"{traced[0]}: kind trace needs a trace: section naming the file")

@@ -99,6 +99,10 @@ class TraceSource(_Frozen):
     over_limit: Literal["refuse", "clip"] = Field("refuse", description="A row over max_tokens: refuse the trace,"
                                                   " naming how many; or clip its output (then its prompt) and"
                                                   " count it.")
+    block_tokens: Count | None = Field(None, description="Tokens per block of the hash_ids column (Mooncake: 512):"
+                                       " each prompt is then built from its blocks, so rows that share a hash id"
+                                       " share that block's tokens and a prefix cache meets the reuse the trace"
+                                       " recorded. Default: every prompt's text is its own.")
     conversation: Conversation | None = Field(None, description="Replay the sessions as conversations (needs a"
                                               " session column): turn k is sent think_s after turn k-1's answer"
                                               " ended, its prompt the earlier turns' prompts and answers, then its"
@@ -116,6 +120,9 @@ class TraceSource(_Frozen):
             raise ValueError("columns: give a preset (azure, mooncake) or the columns")
         if self.rate is not None and self.time_scale != 1.0:
             raise ValueError("rate, time_scale: give one (a rate derives its own time scale)")
+        if self.block_tokens is not None and self.mapping.hash_ids is None:
+            raise ValueError("block_tokens: needs a hash_ids column (columns.hash_ids, or preset: mooncake) naming"
+                             " each row's blocks")
         return self._conversation_consistent()
 
     def _conversation_consistent(self) -> TraceSource:
@@ -127,6 +134,9 @@ class TraceSource(_Frozen):
             return self
         if mapping.session is None:
             raise ValueError("conversation: needs a session column (columns.session) naming each row's chat")
+        if self.block_tokens is not None:
+            raise ValueError("block_tokens: a conversation's turns already share their earlier turns' text: leave"
+                             " block_tokens out")
         if self.over_limit == "clip":
             raise ValueError("over_limit: clip does not apply to a conversation (clipping one turn would change every"
                              " later turn's prompt): a conversation over max_tokens is refused")

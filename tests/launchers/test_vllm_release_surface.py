@@ -99,11 +99,12 @@ def test_the_metrics_read_are_the_ones_the_release_registers(tiny_dir):
 def test_the_request_fields_that_force_length_are_declared():
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
 
-    body = VLLM.request_body("tiny", "hello", 7, "/v1/completions")
+    body = VLLM.request_body("tiny", "hello", 7, "/v1/completions", cache_scope="bb-0a1b")
     declared = CompletionRequest.model_fields
     assert set(body) <= set(declared), set(body) - set(declared)
     request = CompletionRequest.model_validate(body)
     assert (request.max_tokens, request.min_tokens, request.ignore_eos, request.return_token_ids) == (7, 7, True, True)
+    assert request.cache_salt == "bb-0a1b"
     options = request.stream_options
     assert options is not None
     assert set(body["stream_options"]) <= set(type(options).model_fields)

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from harness.driver.backends import BACKENDS, OPENAI, TRANSFORMERS, VLLM, Backend, text_token_counter
 from harness.driver.outcome import LENGTH_MISMATCH, NO_TOKEN_IDS, USAGE_BEYOND_TEXT, Timing, record_row
+from harness.driver.steps import cache_scope
 from harness.driver.stream import StreamReader
 from harness.driver.work import NO_WAVE, WorkItem
 from harness.workload.tokenizer_file import FileTokenizer
@@ -71,8 +72,18 @@ def test_vllm_requests_are_byte_for_byte_what_they_were():
     chat = json.loads(json.dumps(request_body(ITEM, "m", "chat")))
     assert chat["messages"] == [{"role": "user", "content": "hello there"}] and "prompt" not in chat
     assert json.dumps(VLLM.warm_up_body("m", "hi", 8)) == (
-        '{"model": "m", "prompt": "hi", "max_tokens": 8, "min_tokens": 8, "ignore_eos": true}'
+        '{"model": "m", "prompt": "hi", "max_tokens": 8, "min_tokens": 8, "ignore_eos": true,'
+        ' "cache_salt": "bb-warm-up"}'
     )
+
+
+def test_a_run_scopes_the_prefix_cache_to_itself_where_the_kind_can():
+    first, second = (VLLM.request_body("m", "x", 5, "completions", cache_scope(tag)) for tag in ("0a1b", "2c3d"))
+    assert (first["cache_salt"], second["cache_salt"]) == ("bb-0a1b", "bb-2c3d")
+    assert VLLM.warm_up_body("m", "hi", 8)["cache_salt"] not in (first["cache_salt"], second["cache_salt"])
+    # Kinds without a scope field send none: their schemas would refuse it.
+    assert all("cache_salt" not in kind.request_body("m", "x", 5, "completions", cache_scope("0a1b"))
+               for kind in (TRANSFORMERS, OPENAI))
 
 
 def test_each_kind_says_which_endpoints_it_has():

@@ -57,6 +57,19 @@ def test_the_mooncake_preset_reads_its_real_layout_and_keeps_the_hash_ids(tmp_pa
         (0.0, 6955, 52, "[46, 47, 48]"), (13.741, 1200, 9, "[46, 49]")]
 
 
+def test_block_tokens_make_the_plan_build_prompts_from_the_hash_ids(tmp_path):
+    rows = [{"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [46, 47]},
+            {"timestamp": 10, "input_length": 700, "output_length": 5, "hash_ids": [46, 49]}]
+    (tmp_path / "mooncake.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    plan = plan_of(tmp_path, {"path": "mooncake.jsonl", "preset": "mooncake", "block_tokens": 512})
+    assert plan.prefix_block_tokens == 512
+    assert plan_of(tmp_path, {"path": "mooncake.jsonl", "preset": "mooncake"}).prefix_block_tokens is None
+    rows[1]["hash_ids"] = "46 49"
+    (tmp_path / "mooncake.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    line = refused(tmp_path, {"path": "mooncake.jsonl", "preset": "mooncake", "block_tokens": 512})
+    assert line.endswith("mooncake.jsonl: row 2: hash_ids '46 49' is not a JSON list of ids"), line
+
+
 def test_a_generated_trace_in_each_layout_reads_back_as_generated(tmp_path):
     settings = SyntheticTrace(rows=300, seed=5, day_s=600)
     expected = generate(settings)
@@ -178,6 +191,13 @@ def test_bad_traces_are_one_line_naming_the_file_and_row(tmp_path, content, trac
     ({"path": "t.csv", "preset": "azure", "rate": 2, "time_scale": 3}, {}, "rate, time_scale: give one"),
     ({"path": "t.csv", "preset": "azure"}, {"duration_s": 30}, "duration_s: a trace is cut by its window_s"),
     ({"path": "t.csv", "preset": "azure", "time_scale": 0}, {}, "trace.time_scale: Input should be greater than 0"),
+    ({"path": "t.csv", "preset": "azure", "block_tokens": 512}, {}, "block_tokens: needs a hash_ids column"),
+    ({"path": "t.jsonl", "preset": "mooncake", "block_tokens": 512,
+      "columns": {"arrival": "timestamp", "prompt_tokens": "input_length", "output_tokens": "output_length",
+                  "hash_ids": "hash_ids", "session": "chat"}, "conversation": {}},
+     {}, "block_tokens: a conversation's turns already share"),
+    ({"path": "t.csv", "preset": "azure"}, {"shared_prefix": {"tokens": 64}},
+     "shared_prefix: a trace brings its own prefixes"),
 ])
 def test_bad_trace_settings_are_one_line_naming_the_field(tmp_path, trace, extra, fragment):
     with pytest.raises(UsageError) as raised:

@@ -127,3 +127,30 @@ def test_unreachable_length_fails_after_bounded_attempts():
     assert len(DoublingTokenizer().encode(factory.make(6, 0))) == 6
     with pytest.raises(UsageError, match=r"prompt length 7: no text of exactly that many tokens"):
         factory.make(7, 0)
+
+
+def test_requests_that_share_blocks_share_those_tokens_and_no_more(tokenizer):
+    """Mooncake-style hash ids: equal ids open the prompts with equal tokens; the rest is each request's own."""
+    factory = PromptFactory(tokenizer, seed=3)
+    block = 16
+    first = tokenizer.encode(factory.from_blocks(["7", "8", "9"], block, 60, index=0))
+    second = tokenizer.encode(factory.from_blocks(["7", "8", "4"], block, 70, index=1))
+    other = tokenizer.encode(factory.from_blocks(["5"], block, 40, index=2))
+    assert (len(first), len(second), len(other)) == (60, 70, 40)
+    common = next(k for k, (a, b) in enumerate(zip(first, second, strict=False)) if a != b)
+    # BOS and two 16-token blocks, give or take a token merged where a block meets the next.
+    assert 1 + 2 * block - 2 <= common <= 1 + 2 * block + 1
+    assert first[1:4] != other[1:4]
+    # The same block under another seed is other text: a block's tokens are the seed's and the id's.
+    assert tokenizer.encode(PromptFactory(tokenizer, seed=4).from_blocks(["7"], block, 20, 0))[:17] != first[:17]
+
+
+def test_a_shared_prefix_opens_every_prompt_of_its_group(tokenizer):
+    spec = WorkloadSpec(name="system-prompt", seed=1, num_requests=6, prompt_tokens=FixedLength(value=50),
+                        output_tokens=FixedLength(value=4), arrival=BurstArrival(),
+                        shared_prefix={"tokens": 24, "groups": 2})
+    plan = build_plan(spec)
+    ids = [tokenizer.encode(text) for text in make_prompts(plan, tokenizer)]
+    assert all(len(i) == 50 for i in ids)
+    assert ids[0][:24] == ids[2][:24] == ids[4][:24] and ids[1][:24] == ids[3][:24]
+    assert ids[0][:5] != ids[1][:5] and ids[0][30:] != ids[2][30:]
