@@ -22,6 +22,7 @@ from harness.analysis.assess import assess_run_dirs
 from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headline, median_run
 from harness.analysis.gap import gap_table
 from harness.analysis.levels import Level, level_name
+from harness.analysis.prefix_cache import prefix_cache_uses
 from harness.analysis.step_predict import server_step_costs
 from harness.analysis.trace_replay import trace_replays
 from harness.calibration.marking import is_calibration_run
@@ -37,6 +38,7 @@ from harness.report.headline import (
     headline_summary,
     paired_ratios,
 )
+from harness.report.prefix_cache import prefix_cache_blocks, prefix_cache_summary
 from harness.report.reference import reference_comparison
 from harness.report.render import ReportPaths, render_report
 from harness.report.step_cost_summary import StepCostSummary
@@ -109,6 +111,7 @@ def assemble_report(
     table = gap_table([run.entry for run in chosen])
     # A trace's shape and its latency gap lead: its arrivals are open loop, so throughput follows its rate.
     replays = trace_replays(cells)
+    cached = prefix_cache_uses(cells)
     against_reference, reference_entry = reference_comparison(rows, assessed, packaged_reference(), smoke)
     paths = write_report(
         chosen,
@@ -122,6 +125,7 @@ def assemble_report(
             *calibration_blocks([run.data.manifest for run in assessed]),
             *client_bound_blocks(assessed),
             *trace_blocks(replays),
+            *prefix_cache_blocks(cached),
             *headline_blocks(rows, smoke, assessment.common_fit,
                             [run.normalised.speed for run in assessed if run.normalised is not None], table),
             *against_reference,
@@ -132,6 +136,7 @@ def assemble_report(
         summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial, "untested_vllm": untested,
                                                               "stage": stage.line() if stage else None,
                                                               "traces": trace_summary(replays),
+                                                              "prefix_cache": prefix_cache_summary(cached),
                                                               "reference": reference_entry},
         measured=[run.data.manifest for run in assessed],
         headline_ratio=PAIRED if paired_ratios(rows) else "",

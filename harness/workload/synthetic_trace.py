@@ -8,6 +8,12 @@ question tends to get a long answer), capped. Every figure is drawn from the see
 trace is a pure function of its settings. It is written in a public trace's own column
 layout, so it reads with that preset (harness.workload.trace.PRESETS).
 
+In the Mooncake layout each row lists its prompt's blocks (`hash_ids`, `block_tokens` each).
+Every block is the row's own, unless `prefix_groups` is given: then each row belongs to one
+of that many shared prefixes (a system prompt, a document), drawn with Zipf popularity, and
+opens with up to `prefix_blocks` of its group's blocks, keeping at least its last block its
+own; a replay with `block_tokens` and the prefix cache on meets that reuse.
+
 With `conversations`, the day's arrivals are the starts of chats instead: each chat has a
 geometric number of turns, and each later turn arrives a log-normal think time after the
 previous one (as if its answer took no time: a replay sends it think_s after the answer
@@ -33,6 +39,8 @@ from harness.workload.limits import Count, PositiveFinite, Seed
 TRACE_START = datetime(2026, 1, 5)
 # Tokens per prefix hash block, as in the Mooncake trace.
 HASH_BLOCK_TOKENS = 512
+# Zipf exponent of the shared prefixes' popularity: group k is chosen in proportion to 1/k.
+PREFIX_POPULARITY = 1.0
 # The columns a conversation trace adds, as written (harness.workload.trace.TraceColumns reads them by these roles).
 CONVERSATION_COLUMNS = ("session", "turn", "think_s")
 # Points of the day's clock: the rate's integral is inverted on this grid.
@@ -63,6 +71,12 @@ class SyntheticTrace(BaseModel):
         "azure", description="column layout: azure (CSV: TIMESTAMP, ContextTokens, GeneratedTokens) or mooncake"
         " (JSONL: timestamp in ms, input_length, output_length, hash_ids)",
     )
+    block_tokens: Count = Field(HASH_BLOCK_TOKENS, description="tokens per hash_ids block (mooncake layout; the"
+                                " Mooncake trace's are 512)")
+    prefix_groups: Count | None = Field(None, description="shared prefixes the rows open with, Zipf-popular"
+                                        " (mooncake layout); unset: every block is its row's own")
+    prefix_blocks: Count = Field(2, description="blocks of a shared prefix, with --prefix-groups (a row keeps at"
+                                 " least its last block its own)")
     conversations: bool = Field(False, description="write chats of several turns (--rows counts their turns), with"
                                 " session, turn and think_s columns")
     turns_mean: float = Field(3.0, ge=1, le=100, allow_inf_nan=False, description="mean turns per chat (geometric,"
@@ -123,6 +137,7 @@ def write_trace(settings: SyntheticTrace, path: Path) -> int:
     """Write the trace to `path` in its layout; the rows written."""
     columns = generate(settings)
     chat = [name for name in CONVERSATION_COLUMNS if name in columns]
+    blocks = _hash_ids(settings, columns["prompt_tokens"]) if settings.layout == "mooncake" else []
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         if settings.layout == "azure":
@@ -135,11 +150,33 @@ def write_trace(settings: SyntheticTrace, path: Path) -> int:
                 out.write(",".join([f"{stamp:%Y-%m-%d %H:%M:%S.%f}0", str(prompt), str(output), *map(str, extra)])
                           + "\n")
             else:
-                blocks = list(range(math.ceil(prompt / HASH_BLOCK_TOKENS)))
                 record = {"timestamp": int(round(at * 1000)), "input_length": prompt, "output_length": output,
-                          "hash_ids": blocks, **dict(zip(chat, extra, strict=True))}
+                          "hash_ids": blocks[i], **dict(zip(chat, extra, strict=True))}
                 out.write(json.dumps(record) + "\n")
     return settings.rows
+
+
+def _hash_ids(settings: SyntheticTrace, prompt_tokens: np.ndarray) -> list[list[int]]:
+    """Each row's block ids: its group's shared blocks first (with prefix_groups), then blocks of its own.
+
+    Ids 0 .. groups x prefix_blocks - 1 are the shared blocks (group g's are g x prefix_blocks
+    onwards); every other id is used once.
+    """
+    counts = np.ceil(prompt_tokens / settings.block_tokens).astype(np.int64)
+    groups = settings.prefix_groups
+    shared_ids = (groups or 0) * settings.prefix_blocks
+    if groups is None:
+        group = np.zeros(len(counts), dtype=np.int64)
+        shared = np.zeros(len(counts), dtype=np.int64)
+    else:
+        # Its own stream: the lengths and arrivals stay those of the same trace without groups.
+        rng = np.random.default_rng(np.random.SeedSequence(settings.seed, spawn_key=(1,)))
+        weights = 1.0 / np.arange(1, groups + 1) ** PREFIX_POPULARITY
+        group = rng.choice(groups, size=len(counts), p=weights / weights.sum())
+        shared = np.minimum(settings.prefix_blocks, counts - 1)
+    own = np.cumsum(counts - shared) - (counts - shared) + shared_ids
+    return [[int(g) * settings.prefix_blocks + k for k in range(int(s))] + list(range(int(o), int(o + n - s)))
+            for g, s, o, n in zip(group, shared, own, counts, strict=True)]
 
 
 def _arrivals(settings: SyntheticTrace, rng: np.random.Generator) -> np.ndarray:

@@ -13,6 +13,7 @@ import pytest
 from harness.driver.work import build_work
 from harness.errors import UsageError
 from harness.workload import build_plan, load_spec
+from harness.workload.prefixes import planned_reuse
 from harness.workload.synthetic_trace import SyntheticTrace, generate, write_trace
 
 AZURE_ROWS = """\
@@ -68,6 +69,26 @@ def test_block_tokens_make_the_plan_build_prompts_from_the_hash_ids(tmp_path):
     (tmp_path / "mooncake.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     line = refused(tmp_path, {"path": "mooncake.jsonl", "preset": "mooncake", "block_tokens": 512})
     assert line.endswith("mooncake.jsonl: row 2: hash_ids '46 49' is not a JSON list of ids"), line
+
+
+def test_a_generated_trace_shares_blocks_only_within_its_prefix_groups(tmp_path):
+    settings = SyntheticTrace(rows=400, seed=2, day_s=600, layout="mooncake", block_tokens=64)
+    path = tmp_path / "day.jsonl"
+    write_trace(settings, path)
+    alone = plan_of(tmp_path, {"path": path.name, "preset": "mooncake", "block_tokens": 64})
+    assert planned_reuse(((r.prompt_tokens, r.hash_ids) for r in alone.requests), 64).reused_tokens == 0
+    write_trace(settings.model_copy(update={"prefix_groups": 4, "prefix_blocks": 2}), path)
+    grouped = plan_of(tmp_path, {"path": path.name, "preset": "mooncake", "block_tokens": 64})
+    assert [r.prompt_tokens for r in grouped.requests] == [r.prompt_tokens for r in alone.requests]
+    blocks = [json.loads(str(r.hash_ids)) for r in grouped.requests]
+    # Each row keeps its last block its own; its shared blocks are one group's, in order.
+    assert all(len(b) == -(-r.prompt_tokens // 64) for b, r in zip(blocks, grouped.requests, strict=True))
+    assert all(b[-1] >= 8 and [i for i in b if i < 8] in ([], [0], [2], [4], [6], [0, 1], [2, 3], [4, 5], [6, 7])
+               for b in blocks)
+    firsts = [b[0] for b in blocks if len(b) > 1]
+    assert firsts.count(0) > firsts.count(6) > 0  # Zipf: the first group is the most popular
+    reuse = planned_reuse(((r.prompt_tokens, r.hash_ids) for r in grouped.requests), 64)
+    assert 0.2 < reuse.share < 0.8
 
 
 def test_a_generated_trace_in_each_layout_reads_back_as_generated(tmp_path):
