@@ -57,7 +57,8 @@ def split_time(steps: pd.DataFrame, makespan_s: float, cost: LinearStepCost) -> 
     context_per_sequence = sample.context_tokens / running
     base = cost.overhead_s + cost.per_sequence_s + cost.per_context_token_s * context_per_sequence
     growth = (running - 1.0) * (cost.per_sequence_s + cost.per_context_token_s * context_per_sequence)
-    prefill = cost.per_prefill_token_s * sample.prefill_tokens
+    prefill = cost.per_prefill_token_s * sample.prefill_tokens + cost.per_prefill_pair_s * np.nan_to_num(
+        sample.prefill_pairs)
     return TimeSplit(
         busy_steps=len(sample),
         base_s=float(base.sum()),

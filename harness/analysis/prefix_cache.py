@@ -1,8 +1,9 @@
 """What the prefix cache saved: the plan's own reuse beside the share of prompt tokens the server found cached.
 
 Pure: cells in, figures out. Per run:
-- planned: the plan's reuse (harness.workload.prefixes.planned_reuse), the share of its
-  prompt tokens in blocks an earlier request carried; NaN for a plan without prefix blocks.
+- planned: the plan's reuse (harness.workload.prefixes), the share of its prompt tokens in
+  blocks an earlier request carried, or a conversation's earlier turns' prompts; NaN for a
+  plan with neither.
 - engine: 1 - (prompt tokens the engine computed) / (prompt tokens of the run's requests),
   from the step log (`prefill` counts computed prompt tokens only); NaN without one. A
   request preempted and recomputed counts its prompt again, so preemptions lower it.
@@ -25,7 +26,7 @@ import numpy as np
 from harness.analysis.cells import Cell
 from harness.analysis.levels import Level
 from harness.rundir.reader import RunData
-from harness.workload.prefixes import planned_reuse
+from harness.workload.prefixes import conversation_reuse, planned_reuse
 
 # vLLM's switches for its prefix cache; the launcher puts the off switch before the user's arguments.
 CACHE_ON, CACHE_OFF = "--enable-prefix-caching", "--no-enable-prefix-caching"
@@ -70,11 +71,15 @@ def _cache_on(data: RunData) -> bool | None:
 
 def _planned(data: RunData) -> float:
     plan: dict[str, Any] | None = data.plan
-    block_tokens = (plan or {}).get("prefix_block_tokens")
-    if not plan or not block_tokens:
+    if not plan:
         return math.nan
-    requests = ((r["prompt_tokens"], r.get("hash_ids")) for r in plan["requests"])
-    return planned_reuse(requests, int(block_tokens)).share
+    requests = plan["requests"]
+    block_tokens = plan.get("prefix_block_tokens")
+    if block_tokens:
+        return planned_reuse(((r["prompt_tokens"], r.get("hash_ids")) for r in requests), int(block_tokens)).share
+    if any(r.get("after") is not None for r in requests):
+        return conversation_reuse((r["prompt_tokens"], r.get("after")) for r in requests).share
+    return math.nan
 
 
 def _engine(data: RunData) -> float:

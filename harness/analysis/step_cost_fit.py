@@ -2,18 +2,24 @@
 
 Pure: steps tables in, constants out. What is fitted:
 - A step's cost is the time from its start to the start of the next step, taken only
-  while the engine had work left after it (running requests not all finished, or
-  requests waiting). That cycle is the step's forward pass (t_s to end_s) plus the
+  while the engine had work left after it: requests still running. After a step that
+  finished every running request, the next step waits on admission, not on compute:
+  static mode's batch forming (up to its batch wait, hundreds of ms) or the client's
+  next send. That cycle is the step's forward pass (t_s to end_s) plus the
   engine's bookkeeping before the next one (a few percent of a CPU step:
   docs/validation/reproduction.md); a makespan is made of whole cycles, so leaving the
   bookkeeping out would predict every run that much fast. The last step of a run, and steps after which the engine had
   nothing to do, have no measured cycle and are left out.
-- Idle gaps (after a step that left the engine with nothing to do) are not step
-  cost: they are waits for the client. In naive runs they are its turnaround
+- Idle gaps (after a step that left no request running) are not step cost: they are
+  waits for the client, or for a static batch to form. In naive runs they are its turnaround
   between waves, fitted separately as `mean_idle_gap`.
 - The cost is linear with non-negative coefficients (step_cost.LinearStepCost),
   by least squares (scipy.optimize.nnls): least squares estimates the mean cost,
-  and sums of steps (makespans) are what the fit must predict.
+  and sums of steps (makespans) are what the fit must predict. Its features are the
+  step's sequences, prompt tokens, context, and its prompt tokens' (query, key) pairs:
+  without that last one a replay of long prompts fitted with R² 0.69 against 0.99 with
+  it (docs/validation/trace-replay.md). Steps recorded before their pairs were are
+  fitted without it (its coefficient 0).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from harness.paper.step_cost import LinearStepCost
 
 # Each feature column of the fit, in the order of LinearStepCost's coefficients after
 # the overhead.
-_FEATURES = ("running", "prefill_tokens", "context_tokens")
+_FEATURES = ("running", "prefill_tokens", "context_tokens", "prefill_pairs")
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +46,7 @@ class StepSample:
     running: np.ndarray
     prefill_tokens: np.ndarray
     context_tokens: np.ndarray
+    prefill_pairs: np.ndarray  # NaN for steps recorded before their pairs were
     seconds: np.ndarray
 
     @classmethod
@@ -49,6 +56,11 @@ class StepSample:
 
     def __len__(self) -> int:
         return len(self.seconds)
+
+    @property
+    def pairs_known(self) -> bool:
+        """Whether every step recorded its prefill pairs (else the fit leaves that term out)."""
+        return bool(np.isfinite(self.prefill_pairs).all())
 
 
 @dataclass(frozen=True)
@@ -74,13 +86,11 @@ def busy_steps(steps: pd.DataFrame) -> StepSample:
     ordered = steps.sort_values("t_s")
     cycle = ordered["t_s"].shift(-1) - ordered["t_s"]
     keep = (_work_left(ordered) & cycle.notna()).to_numpy()
-    running, prefill_tokens, context_tokens = (ordered[name].to_numpy(dtype=float)[keep] for name in _FEATURES)
-    return StepSample(
-        running,
-        prefill_tokens,
-        context_tokens,
-        seconds=cycle.to_numpy(dtype=float)[keep],
-    )
+    if "prefill_pairs" not in ordered:
+        ordered = ordered.assign(prefill_pairs=math.nan)
+    running, prefill_tokens, context_tokens, prefill_pairs = (ordered[name].to_numpy(dtype=float)[keep]
+                                                              for name in _FEATURES)
+    return StepSample(running, prefill_tokens, context_tokens, prefill_pairs, seconds=cycle.to_numpy(dtype=float)[keep])
 
 
 def idle_gaps(steps: pd.DataFrame) -> np.ndarray:
@@ -107,9 +117,11 @@ def fit_step_cost(sample: StepSample) -> StepCostFit:
     cost at all (a few steps whose times the prompt and context features absorb): a step cost
     that prices decoding at zero would predict nonsense, so there is none.
     """
-    if len(sample) < len(_FEATURES) + 1:
-        raise StepCostFitError(f"step cost fit: {len(sample)} busy steps, need at least {len(_FEATURES) + 1}")
-    coefficients, _ = nnls(_design(sample), sample.seconds)
+    columns = len(_FEATURES) + 1 if sample.pairs_known else len(_FEATURES)
+    if len(sample) < columns:
+        raise StepCostFitError(f"step cost fit: {len(sample)} busy steps, need at least {columns}")
+    fitted, _ = nnls(_design(sample)[:, :columns], sample.seconds)
+    coefficients = np.concatenate([fitted, np.zeros(len(_FEATURES) + 1 - columns)])
     try:
         cost = LinearStepCost(*(float(c) for c in coefficients))
     except ValueError as exc:
@@ -133,10 +145,11 @@ def modelled_seconds(cost: LinearStepCost, sample: StepSample) -> np.ndarray:
 
 
 def _design(sample: StepSample) -> np.ndarray:
-    return np.column_stack([np.ones(len(sample)), sample.running, sample.prefill_tokens, sample.context_tokens])
+    """The features by step, the overhead's column first; unknown pairs as 0 (their coefficient is then 0)."""
+    return np.column_stack([np.ones(len(sample)), sample.running, sample.prefill_tokens, sample.context_tokens,
+                            np.nan_to_num(sample.prefill_pairs)])
 
 
 def _work_left(ordered: pd.DataFrame) -> pd.Series:
-    """Whether the engine still had a request to run after each step."""
-    finished = ordered["finished"].map(len)
-    return (ordered["running"] - finished > 0) | (ordered["waiting"] > 0)
+    """Whether a request was still running after each step (waiting ones wait on admission, not compute)."""
+    return ordered["running"] - ordered["finished"].map(len) > 0

@@ -128,7 +128,8 @@ def summary_step_costs(summary: Mapping[str, Any]) -> dict[Mode, LinearStepCost]
     costs: dict[Mode, LinearStepCost] = {}
     for model in summary.get("step_models", []):
         mode: Mode = "static" if model["server"].startswith("static") else "continuous"
-        costs[mode] = LinearStepCost(*(model[name] for name in names))
+        # A reference fitted before steps recorded their prefill pairs has no pair term: 0.
+        costs[mode] = LinearStepCost(*(model.get(name, 0.0) for name in names))
     return costs
 
 

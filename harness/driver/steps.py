@@ -108,6 +108,8 @@ def step_record(row: dict[str, Any], admitted: list[Any], finished: list[Any]) -
         "prefill_tokens": row["prefill"],
         "decode_tokens": row["decode"],
         "context_tokens": row["context"],
+        # Step logs of engines from before the column: unknown, not none.
+        "prefill_pairs": row.get("prefill_pairs", float("nan")),
         "generated_tokens": row["generated"],
         "admitted": admitted,
         "finished": finished,

@@ -135,12 +135,14 @@ class GpuStepCost:
         """Wall seconds of one step."""
         return self.terms(work).seconds
 
-    def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
+    def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int,
+                     prefill_pairs: float = 0.0) -> np.ndarray:
         """Seconds of each step of a run, as harness.paper.simulate asks (step_cost.StepCost).
 
         That simulator hands over only sums, so a step that prefills is read as a wave's
         admission step: every one of its `active` sequences is new and prefills an equal
-        share of `prefill_tokens`. That is exact for naive and static waves; a continuous
+        share of `prefill_tokens` (its own prompt attention priced from that share, so
+        `prefill_pairs` is not read). That is exact for naive and static waves; a continuous
         schedule on a GPU goes through harness.paper.gpu_schedule, which passes
         StepWork itself.
         """

@@ -95,7 +95,8 @@ class InterpolatedStepCost:
         value = ys[left] + slope * (active - xs[left])
         return max(value, _MIN_STEP_FRACTION * min(ys))
 
-    def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int) -> np.ndarray:
+    def step_seconds(self, active: int, context_tokens: np.ndarray, prefill_tokens: int,
+                     prefill_pairs: float = 0.0) -> np.ndarray:
         """Seconds of each step of a run (step_cost.StepCost): context does not change the cost."""
         step_s = self.decode_step_s(active) + self.prefill_s_per_token * prefill_tokens
         return np.full(len(context_tokens), step_s)
@@ -288,13 +289,13 @@ def _run(
                 return trace
             clock = max(clock, float(arrivals[order[queued]]))
             continue
-        prefill_tokens = _admit(admitted, outputs, prompts, padded, step, running, free_rows, trace)
+        prefill_tokens, prefill_pairs = _admit(admitted, outputs, prompts, padded, step, running, free_rows, trace)
         context_offset += int(trace.context_offset[admitted].sum())
         active = len(running)
         # The admission step is the only one carrying prefill: run it alone.
         steps = 1 if prefill_tokens > 0 else running[0][0] - step
         contexts = context_offset + active * np.arange(step, step + steps, dtype=np.int64)
-        durations = step_cost.step_seconds(active, contexts, prefill_tokens)
+        durations = step_cost.step_seconds(active, contexts, prefill_tokens, prefill_pairs)
         if refill_every_step and free_rows and queued < n and steps > 1:
             # Stop at the first step boundary at or after the next arrival.
             wait_s = float(arrivals[order[queued]]) - clock
@@ -331,10 +332,11 @@ def _admit(
     running: list[tuple[int, int]],
     free_rows: list[int],
     trace: _Trace,
-) -> int:
-    """Seat the admitted requests; return the prompt tokens their prefill processes."""
+) -> tuple[int, float]:
+    """Seat the admitted requests; return the prompt tokens their prefill processes and the
+    (query, key) pairs those attend over (a prompt of p tokens: p*(p+1)/2, however vLLM chunks it)."""
     if not admitted:
-        return 0
+        return 0, 0.0
     if padded:
         # Every row runs, and prefills, as long as the wave's longest member.
         lengths = [int(outputs[admitted].max())] * len(admitted)
@@ -348,7 +350,7 @@ def _admit(
         trace.context_offset[request] = prompt - step
         trace.slot[request] = heapq.heappop(free_rows)
         heapq.heappush(running, (step + length, request))
-    return sum(seated_prompts)
+    return sum(seated_prompts), float(sum(p * (p + 1) / 2 for p in seated_prompts))
 
 
 def _result(

@@ -182,7 +182,8 @@ def step_cost_section(step_costs: Sequence[StepCostSummary]) -> list[Block]:
         return [*blocks, Paragraph("No engine steps to fit (servers we did not launch): no predictions.")]
     rows = tuple(
         (m.server, str(m.runs), f"{m.steps:,}", ms(m.overhead_s), f"{m.per_sequence_s * 1e6:.1f}",
-         f"{m.per_prefill_token_s * 1e6:.2f}", f"{m.per_context_token_s * 1e9:.1f}", f"{m.r_squared:.3f}",
+         f"{m.per_prefill_token_s * 1e6:.2f}", f"{m.per_context_token_s * 1e9:.1f}",
+         f"{m.per_prefill_pair_s * 1e12:.1f}", f"{m.r_squared:.3f}",
          f"{ms(m.residual_std_s)} / {ms(m.mean_step_s)}", ms(m.wave_gap_s))
         for m in step_costs
     )
@@ -191,15 +192,18 @@ def step_cost_section(step_costs: Sequence[StepCostSummary]) -> list[Block]:
         Paragraph(
             "Source: fitted on the engines' own step logs (steps.parquet), not on client timings. One model per "
             "server: step cost = overhead + per sequence x sequences + per prefill token x prompt tokens computed + "
-            "per context token x tokens attended to, non-negative least squares over every busy step (start to "
-            "start of the next step; idle waits for the client left out). The constants below are fitted on all of "
+            "per context token x tokens attended to + per prefill pair x the (query, key) pairs the step's prompt "
+            "tokens attend over (a prompt's attention grows with its square; 0 where the steps did not record "
+            "them), non-negative least squares over every busy step (start to start of the next step, while a "
+            "request still runs: waits for the client or for a static batch to form left out). The constants "
+            "below are fitted on all of "
             "a server's runs; each prediction in the tables above comes from the same fit without the runs of its "
             "own cell (system and spread level), so no cell is predicted from its own steps. Naive waves add the "
             "engine's mean idle gap between waves in the server's other naive cells (the client's turnaround)."
         ),
         Table(("server", "runs", "steps", "overhead ms", "per sequence us", "per prefill token us",
-               "per context token ns", "R²", "residual sd / mean step ms", "naive wave gap ms"), rows,
-              numeric=False),
+               "per context token ns", "per prefill pair ps", "R²", "residual sd / mean step ms",
+               "naive wave gap ms"), rows, numeric=False),
     ]
 
 

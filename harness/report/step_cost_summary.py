@@ -33,6 +33,8 @@ class StepCostSummary(BaseModel):
     per_sequence_s: float = Field(description="seconds per sequence in the step")
     per_prefill_token_s: float = Field(description="seconds per prompt token prefilled in the step")
     per_context_token_s: float = Field(description="seconds per token attended to, over the step's sequences")
+    per_prefill_pair_s: float = Field(0.0, description="seconds per (query, key) pair of the step's prompt tokens"
+                                      " (0 in reports fitted before steps recorded them)")
     wave_gap_s: float = Field(
         description="engine idle between naive waves (the client's turnaround); 0 if no naive runs"
     )
@@ -54,7 +56,8 @@ class StepCostSummary(BaseModel):
 
     def cost(self) -> LinearStepCost:
         """The fitted constants as a step cost."""
-        return LinearStepCost(self.overhead_s, self.per_sequence_s, self.per_prefill_token_s, self.per_context_token_s)
+        return LinearStepCost(self.overhead_s, self.per_sequence_s, self.per_prefill_token_s, self.per_context_token_s,
+                              self.per_prefill_pair_s)
 
     def decode_step_s(self, sequences: int, context_per_sequence: float = QUOTED_CONTEXT_PER_SEQUENCE) -> float:
         """Seconds of a decode step of `sequences` sequences, each attending to `context_per_sequence` tokens."""

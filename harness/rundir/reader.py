@@ -81,6 +81,10 @@ RECORD_DEFAULTS: dict[str, Any] = {
 }
 
 
+# Step columns added after step logs were first recorded: not known in an older run's steps.
+STEP_DEFAULTS: dict[str, Any] = {"prefill_pairs": float("nan")}
+
+
 def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunData:
     """Load the run directory at `path`; UsageError (naming it) if it is not a finished run,
     or if it does not answer for its plan and `allow_partial` is false."""
@@ -115,7 +119,7 @@ def load_run(path: str | os.PathLike[str], allow_partial: bool = False) -> RunDa
         telemetry=(_empty(TELEMETRY_SCHEMA) if killed and not (root / TELEMETRY_FILE).is_file()
                    else _read_table(root / TELEMETRY_FILE, TELEMETRY_SCHEMA, defaults=telemetry_defaults)),
         plan=plan,
-        steps=_read_table(root / STEPS_FILE, STEP_SCHEMA) if manifest.engine_steps else None,
+        steps=_read_table(root / STEPS_FILE, STEP_SCHEMA, defaults=STEP_DEFAULTS) if manifest.engine_steps else None,
         gpu=_read_table(root / GPU_FILE, GPU_SCHEMA) if gpu_sampled else None,
         partial=partial,
     )

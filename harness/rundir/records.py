@@ -100,6 +100,8 @@ STEP_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "prefill_tokens": (pa.int64(), "prompt tokens computed in the step"),
     "decode_tokens": (pa.int64(), "tokens scheduled beyond the prompts (one per decoding request)"),
     "context_tokens": (pa.int64(), "sum over the step's requests of the tokens they attend to"),
+    "prefill_pairs": (pa.float64(), "(query, key) pairs the step's prompt tokens attend over: c*p + c*(c+1)/2 per"
+                      " chunk of c prompt tokens after p computed ones; NaN in runs recorded before it"),
     "generated_tokens": (
         pa.int64(), "output tokens the step sampled and kept (not those of a request that had already ended)"
     ),

@@ -6,6 +6,8 @@ its prompt opens with. Two requests that carry the same id carry the same tokens
 (harness.workload.prompts builds them so), as the trace's requests did. A synthetic
 workload's shared prefix is one block per group, `shared_prefix.tokens` long.
 
+A conversation's later turn opens with its previous turn's prompt: that is its reuse.
+
 The plan's own reuse is what a prefix cache of unlimited size, computing each request
 before the next arrives, would find: per request, the leading blocks an earlier request
 already carried, in tokens, over all prompt tokens. A server finds less where requests
@@ -56,6 +58,15 @@ class PlannedReuse:
     def share(self) -> float:
         """reused_tokens / prompt_tokens (0 for an empty plan)."""
         return self.reused_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def conversation_reuse(requests: Iterable[tuple[int, int | None]]) -> PlannedReuse:
+    """The reuse of a conversation's requests given as (prompt_tokens, after): a later turn's
+    prompt opens with its previous turn's whole prompt (harness.workload.conversation); the
+    stand-in answer after it is new text, not what the server generated."""
+    listed = list(requests)
+    reused = sum(listed[after][0] for _, after in listed if after is not None)
+    return PlannedReuse(reused, sum(prompt for prompt, _ in listed))
 
 
 def planned_reuse(requests: Iterable[tuple[int, str | None]], block_tokens: int) -> PlannedReuse:

@@ -21,7 +21,9 @@ last steps are on disk by the time its last response has been delivered.
 Each line: `t` (schedule() began), `end` (the step's model output reached the
 scheduler), `running` (requests in the step), `waiting` (in any of vLLM's waiting queues), `prefill` and `decode`
 (tokens scheduled), `context` (sum over the step's requests of the tokens they
-attend to), `generated` (output tokens the step samples and vLLM keeps), `admitted`
+attend to), `prefill_pairs` (the (query, key) pairs the step's prompt tokens attend over:
+a chunk of c prompt tokens after p computed ones attends over c*p + c*(c+1)/2, so a
+prompt's attention grows with its square), `generated` (output tokens the step samples and vLLM keeps), `admitted`
 and `finished` (vLLM request ids; ours carry the client's X-Request-Id inside them).
 Under a batch queue a step's `t` can precede the previous step's `end`: it was
 scheduled while that one still ran; and a step scheduled past a request's last token
@@ -119,12 +121,15 @@ class StepRecorder(SchedulerMixinBase):
         # Only a request still in its prompt can schedule prompt tokens or skip sampling.
         # (Iterating the small set: set.intersection(dict) would walk every scheduled request.)
         candidates = {rid for rid in self._prefilling if rid in scheduled}.union(admitted)
-        prefill = still_prefilling = 0
+        prefill = pairs = still_prefilling = 0
         for request_id in candidates:
             request = self.requests[request_id]
             computed = request.num_computed_tokens  # vLLM advanced it as it scheduled
             prompt = request.num_prompt_tokens
-            prefill += max(0, min(scheduled[request_id], prompt - (computed - scheduled[request_id])))
+            before = computed - scheduled[request_id]
+            chunk = max(0, min(scheduled[request_id], prompt - before))
+            prefill += chunk
+            pairs += chunk * before + chunk * (chunk + 1) // 2
             if computed < prompt:
                 still_prefilling += 1
                 self._prefilling.add(request_id)
@@ -137,6 +142,7 @@ class StepRecorder(SchedulerMixinBase):
             "prefill": prefill,
             "decode": output.total_num_scheduled_tokens - prefill,
             "context": context,
+            "prefill_pairs": pairs,
             # A request whose prompt is fully computed samples one output token this step.
             "generated": len(scheduled) - still_prefilling,
             "admitted": admitted,

@@ -143,6 +143,8 @@ class DrivenEngine:
             computed_before = request.num_computed_tokens - tokens
             prompt_part = max(0, min(tokens, request.num_prompt_tokens - computed_before))
             row["prefill"] += prompt_part
+            # Causal attention: the i-th new prompt token attends over computed_before + i keys.
+            row["prefill_pairs"] += sum(computed_before + i for i in range(1, prompt_part + 1))
             row["decode"] += tokens - prompt_part
             row["context"] += request.num_computed_tokens
         truth: dict[str, Any] = dict(row)

@@ -82,6 +82,9 @@ def spans(rows: list[dict[str, Any]], requests: list[tuple[int, int]]) -> dict[s
     return result
 
 
+SHAPE = ("running", "waiting", "prefill", "decode", "context", "prefill_pairs", "generated")
+
+
 def expected_shape(requests: list[tuple[int, int]], span: dict[str, tuple[int, int]], row: int) -> dict[str, int]:
     """What step `row` must hold: each request prefills its prompt when admitted, then decodes one token a step."""
     shape = Counter[str]()
@@ -94,7 +97,8 @@ def expected_shape(requests: list[tuple[int, int]], span: dict[str, tuple[int, i
             shape["generated"] += 1
             shape["context"] += prompt + row - admitted
             shape["prefill" if row == admitted else "decode"] += prompt if row == admitted else 1
-    return {key: shape[key] for key in ("running", "waiting", "prefill", "decode", "context", "generated")}
+            shape["prefill_pairs"] += prompt * (prompt + 1) // 2 if row == admitted else 0
+    return {key: shape[key] for key in SHAPE}
 
 
 def assert_in_step_order(rows: list[dict[str, Any]], depth: int) -> None:
@@ -133,7 +137,7 @@ def test_rows_follow_from_the_requests_lengths(engine, cls, depth):
         admitted, finished = span[request_id]
         assert finished - admitted == output - 1, request_id
     for index, row in enumerate(rows):
-        shape = {key: row[key] for key in ("running", "waiting", "prefill", "decode", "context", "generated")}
+        shape = {key: row[key] for key in SHAPE}
         assert shape == expected_shape(REQUESTS, span, index), index
     assert sum(row["generated"] for row in rows) == sum(output for _, output in REQUESTS)
 

@@ -97,6 +97,40 @@ def test_cycles_run_start_to_start_and_skip_idle_gaps_and_the_last_step():
     assert mean_idle_gap([]) == 0.0
 
 
+def test_a_step_that_ends_every_running_request_waits_on_admission_not_compute():
+    # Static mode: step 1 ends the batch while requests wait; the 400 ms to step 2 are the batch
+    # forming (its batch wait), not step 1's cost. Its cycle is an idle gap, whatever is waiting.
+    table = steps_table([2, 2, 2, 2], [0, 0, 128, 0], [64, 66, 130, 132], [0.004, 0.404, 0.005, 0.005],
+                        finished=[[], [7, 8], [], [9, 10]], waiting=[3, 3, 1, 1], gap_s=0.4)
+    np.testing.assert_allclose(busy_steps(table).seconds, [0.004, 0.005])
+    np.testing.assert_allclose(idle_gaps(table), [0.4])
+
+
+def test_prompt_attention_pairs_are_fitted_where_the_steps_recorded_them():
+    cost = LinearStepCost(0.003, 0.0002, 5e-5, 4e-7, per_prefill_pair_s=3e-8)
+    rng = np.random.default_rng(3)
+    table = synthetic(cost, n=3000)
+    prompts = np.where(table["prefill_tokens"] > 0, rng.integers(64, 3000, len(table)), 0)
+    pairs = prompts * (prompts + 1) / 2
+    table = table.assign(prefill_tokens=prompts, prefill_pairs=pairs,
+                         t_s=1000.0 + np.concatenate([[0.0], np.cumsum(
+                             cost.overhead_s + cost.per_sequence_s * table["running"] + 5e-5 * prompts
+                             + 4e-7 * table["context_tokens"] + 3e-8 * pairs)[:-1]]))
+    fit = fit_step_cost(busy_steps(table))
+    assert fit.cost.per_prefill_pair_s == pytest.approx(3e-8, rel=1e-6) and fit.r_squared == pytest.approx(1.0)
+    # Steps recorded before their pairs: fitted without the term, which a linear prefill cost then absorbs.
+    older = fit_step_cost(busy_steps(table.drop(columns="prefill_pairs")))
+    assert older.cost.per_prefill_pair_s == 0.0 and older.r_squared < 0.999
+
+
+def test_the_simulator_prices_a_prompts_attention_with_its_square():
+    cost = LinearStepCost(0.001, 0.0, 0.0, 0.0, per_prefill_pair_s=1e-8)
+    short, long = (simulate("continuous", [1], 1, cost, prompt_tokens=[p]) for p in (1000, 4000))
+    # One step each: the admission step, 1e-8 x p(p+1)/2 beyond the overhead.
+    assert short.makespan_s == pytest.approx(0.001 + 1e-8 * 1000 * 1001 / 2)
+    assert long.makespan_s == pytest.approx(0.001 + 1e-8 * 4000 * 4001 / 2)
+
+
 def test_cycles_are_taken_in_time_order():
     table = steps_table([1, 2, 3], [0, 0, 0], [10, 20, 30], [0.002, 0.003, 0.004])
     sample = busy_steps(table.iloc[::-1])
@@ -112,7 +146,7 @@ def test_fit_refuses_steps_that_leave_decoding_free():
     # Step times that only the context explains: the fit puts nothing on overhead or sequences.
     sample = StepSample(
         running=np.full(6, 4), prefill_tokens=np.zeros(6), context_tokens=np.arange(10, 70, 10),
-        seconds=np.arange(0.001, 0.0065, 0.001),
+        prefill_pairs=np.zeros(6), seconds=np.arange(0.001, 0.0065, 0.001),
     )
     with pytest.raises(StepCostFitError, match="both zero"):
         fit_step_cost(sample)

@@ -6,7 +6,13 @@ import pytest
 
 from harness.errors import UsageError
 from harness.workload import BurstArrival, FixedLength, WorkloadSpec, build_plan
-from harness.workload.prefixes import PrefixIdsError, planned_reuse, prefix_blocks, shared_prefix_ids
+from harness.workload.prefixes import (
+    PrefixIdsError,
+    conversation_reuse,
+    planned_reuse,
+    prefix_blocks,
+    shared_prefix_ids,
+)
 
 
 def test_hash_ids_parse_as_strings_whatever_their_json_type():
@@ -53,3 +59,9 @@ def test_a_plan_without_prefixes_reads_as_before():
                         output_tokens=FixedLength(value=5), arrival=BurstArrival())
     plan = build_plan(spec)
     assert b"prefix_block_tokens" not in plan.to_json() and b"hash_ids" not in plan.to_json()
+
+
+def test_a_later_turn_reuses_its_previous_turns_prompt():
+    # Turn 2 (after 0) opens with request 0's 100 tokens; turn 3 (after 2) with request 2's 250.
+    reuse = conversation_reuse([(100, None), (80, None), (250, 0), (400, 2)])
+    assert (reuse.reused_tokens, reuse.prompt_tokens) == (350, 830)

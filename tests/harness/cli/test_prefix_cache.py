@@ -1,0 +1,60 @@
+"""Shared prefixes against a real vLLM with its prefix cache on: the cache finds what the trace reuses, run by run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from launchers import ServerSpec, start
+
+BLOCK = 32
+GROUPS = 3
+ROWS = 12
+
+
+def write_workload(tmp_path):
+    """Rows 400 ms apart (each prefilled before the next comes), each opening with one of three
+    2-block prefixes, then two blocks of its own: 9 of 12 rows reuse 64 of their 100 tokens."""
+    rows = [{"timestamp": 400 * i, "input_length": 100, "output_length": 4,
+             "hash_ids": [2 * (i % GROUPS), 2 * (i % GROUPS) + 1, 100 + 2 * i, 101 + 2 * i]} for i in range(ROWS)]
+    (tmp_path / "agent.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    spec = {"name": "agent", "seed": 2, "prefix_cache": True,
+            "trace": {"path": "agent.jsonl", "preset": "mooncake", "block_tokens": BLOCK}}
+    (tmp_path / "agent.yaml").write_text(json.dumps(spec))
+    return (ROWS - GROUPS) * 2 * BLOCK / (ROWS * 100)
+
+
+@pytest.mark.server
+def test_each_run_finds_its_own_shared_prefixes_cached_and_no_other_runs(tmp_path):
+    planned = write_workload(tmp_path)
+    spec = ServerSpec(mode="continuous", model="tiny", max_num_seqs=4, vllm_args=("--enable-prefix-caching",))
+    handle = start(spec, log_dir=tmp_path / "server")
+    try:
+        for name in ("first", "second"):
+            result = subprocess.run(
+                [sys.executable, "-m", "harness.cli", "run", "--workload", str(tmp_path / "agent.yaml"),
+                 "--system", "continuous", "--endpoint", handle.base_url, "--model", "tiny", "--max-num-seqs", "4",
+                 "--out", str(tmp_path / name), "--no-history"], capture_output=True, text=True, timeout=600)
+            assert result.returncode == 0, result.stderr[-2000:]
+    finally:
+        handle.stop()
+    report = tmp_path / "report"
+    analyzed = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", str(tmp_path / "first"),
+                               str(tmp_path / "second"), "--out", str(report)], capture_output=True, text=True,
+                              timeout=600)
+    assert analyzed.returncode in (0, 3), analyzed.stderr[-2000:]
+    (use,) = json.loads((report / "summary.json").read_text())["prefix_cache"]
+    assert use["planned_reuse"] == pytest.approx(planned, abs=1e-4) and use["runs"] == 2
+    # vLLM's own counters over each run: the trace's reuse, and the second run found none of the
+    # first's blocks (each run's cache_salt), which would have put it near 100%.
+    assert use["counters_hit_rate"] == pytest.approx(planned, abs=0.05)
+    for name in ("first", "second"):
+        telemetry = pd.read_parquet(tmp_path / name / "telemetry.parquet").sort_values("t")
+        queries, hits = (telemetry[column].iloc[-1] - telemetry[column].iloc[0]
+                         for column in ("prefix_cache_queries_total", "prefix_cache_hits_total"))
+        assert hits / queries == pytest.approx(planned, abs=0.05), name
+    assert "## Prefix cache" in (report / "report.md").read_text()
