@@ -5,6 +5,13 @@ vLLM's three, the reproduction's systems (`SYSTEMS`):
 - static: the same server with the static-batching scheduler plugin;
 - naive: padded waves of B requests sent by the client to the continuous server.
 
+Static batching from the client, for any server (`CLIENT_SYSTEMS`):
+- client-static: unpadded waves of B sent by the client, each once the previous one has
+  ended and B requests have arrived or the oldest has waited the batch wait: the engine's
+  static rule (launchers.engine.static_scheduler), kept by the client, so a server with at
+  least B slots runs the static schedule whatever its own scheduler is. On vLLM it runs on
+  the continuous server.
+
 Hugging Face's `transformers serve`, a second, independent server (`HF_SYSTEMS`):
 - hf-continuous: its own continuous batching (paged attention, iteration-level scheduling);
 - hf-sequential: one `generate()` at a time, no batching at all.
@@ -20,7 +27,7 @@ from typing import Literal
 
 # The Literal types are what mypy checks, the maps are what the code reads; tests/harness/test_systems.py
 # keeps them in agreement.
-SystemName = Literal["continuous", "static", "naive", "hf-continuous", "hf-sequential"]
+SystemName = Literal["continuous", "static", "naive", "client-static", "hf-continuous", "hf-sequential"]
 # The modes a vLLM server can be started in (launchers.ServerSpec.mode).
 Mode = Literal["continuous", "static"]
 # The modes a `transformers serve` server can be started in (launchers.TransformersSpec.mode).
@@ -29,9 +36,13 @@ HfMode = Literal["hf-continuous", "hf-sequential"]
 ServerMode = Mode | HfMode
 
 VLLM_SERVER_MODE: dict[SystemName, Mode] = {"continuous": "continuous", "static": "static", "naive": "continuous"}
+CLIENT_SERVER_MODE: dict[SystemName, Mode] = {"client-static": "continuous"}
 HF_SERVER_MODE: dict[SystemName, HfMode] = {"hf-continuous": "hf-continuous", "hf-sequential": "hf-sequential"}
-SERVER_MODE: dict[SystemName, ServerMode] = {**VLLM_SERVER_MODE, **HF_SERVER_MODE}
+SERVER_MODE: dict[SystemName, ServerMode] = {**VLLM_SERVER_MODE, **CLIENT_SERVER_MODE, **HF_SERVER_MODE}
 SYSTEMS: tuple[SystemName, ...] = tuple(VLLM_SERVER_MODE)
+CLIENT_SYSTEMS: tuple[SystemName, ...] = tuple(CLIENT_SERVER_MODE)
+# The systems the client sends in waves (a wave goes once the previous one has ended).
+WAVE_SYSTEMS: tuple[SystemName, ...] = ("naive", "client-static")
 HF_SYSTEMS: tuple[SystemName, ...] = tuple(HF_SERVER_MODE)
 # Every system, in the order tables, plots and lists show them.
 ALL_SYSTEMS: tuple[SystemName, ...] = tuple(SERVER_MODE)
@@ -40,7 +51,7 @@ SERVER_MODES: tuple[ServerMode, ...] = tuple(dict.fromkeys(SERVER_MODE.values())
 
 
 def shown_systems(measured: Iterable[str]) -> tuple[SystemName, ...]:
-    """The systems a table shows: vLLM's three always, a transformers one where it was measured."""
+    """The systems a table shows: vLLM's three always, any other where it was measured."""
     present = set(measured)
     return tuple(system for system in ALL_SYSTEMS if system in SYSTEMS or system in present)
 

@@ -8,8 +8,8 @@ being predicted would let the fit learn their own quirks, so agreement would
 prove less. A server that served only one cell has nothing to hold out; its runs
 are predicted in sample, and the prediction says so (`held_out` False).
 
-Naive runs also need the client's turnaround between waves, the engine's mean idle
-gap in the (held-out) naive runs of the server.
+Runs in waves (naive, client-static) also need the client's turnaround between waves, the engine's mean idle
+gap in the (held-out) wave runs of the server.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from harness.analysis.step_cost_fit import (
     mean_idle_gap,
 )
 from harness.rundir.reader import RunData
+from harness.systems import WAVE_SYSTEMS
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,11 @@ def server_key(run: RunData) -> str:
 def fit_server_step_cost(runs: Sequence[RunData]) -> ServerStepCost:
     """Fit one step cost on every run given (all from one server, all with steps)."""
     fit = fit_step_cost(StepSample.concat([busy_steps(_steps(run)) for run in runs]))
-    naive = [_steps(run) for run in runs if run.manifest.system == "naive"]
+    waves = [_steps(run) for run in runs if run.manifest.system in WAVE_SYSTEMS]
     return ServerStepCost(
         server=server_key(runs[0]),
         fit=fit,
-        wave_gap_s=mean_idle_gap(naive),
+        wave_gap_s=mean_idle_gap(waves),
         fitted_on=tuple(run.manifest.run_id for run in runs),
     )
 
@@ -99,8 +100,8 @@ def predict_held_out(runs: Sequence[RunData]) -> dict[str, FittedPrediction]:
             except StepCostFitError:
                 continue  # too few or too odd steps to fit: these runs get no prediction
             held_out = bool(others)
-            if cell[0] == "naive" and not any(run.manifest.system == "naive" for run in others):
-                # No other naive cell to learn the client's turnaround from: this cell's own, in sample.
+            if cell[0] in WAVE_SYSTEMS and not any(run.manifest.system in WAVE_SYSTEMS for run in others):
+                # No other cell of waves to learn the client's turnaround from: this cell's own, in sample.
                 gap = mean_idle_gap([_steps(run) for run in cell_runs])
                 step_cost, held_out = ServerStepCost(step_cost.server, step_cost.fit, gap, step_cost.fitted_on), False
             for run in cell_runs:

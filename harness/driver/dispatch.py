@@ -2,7 +2,10 @@
 
 Open loop: each item is sent at `start + arrival_s`, whoever picks it up. Closed loop:
 items go out as users free up. Naive waves: a wave's items go out together, and the
-next wave only once every request of the previous one has finished. A conversation's
+next wave only once every request of the previous one has finished. Client-static waves
+(FORMED_WAVE) are formed as they go, by the static engine's rule (WaveRule): once the
+previous wave has finished, the next forms when B requests have arrived or the oldest
+has waited the batch wait, and holds those that have arrived by then, up to B. A conversation's
 later turn (`after` set) is due at its previous turn's end plus its think time, not at
 its own arrival: the answer's time is the server's under test, the think time the user's.
 
@@ -16,12 +19,25 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Protocol
 
 import gevent
 from gevent.event import Event
 
-from harness.driver.work import NO_TURN, NO_WAVE, WorkItem
+from harness.driver.work import FORMED_WAVE, NO_TURN, NO_WAVE, WorkItem
+
+# Arrivals this close to a wave's forming instant are in it (float sums of offsets).
+_ARRIVAL_TOLERANCE_S = 1e-6
+
+
+@dataclass(frozen=True)
+class WaveRule:
+    """How client-static forms its waves: B, and how long the oldest arrival waits for a full one."""
+
+    batch_size: int
+    batch_wait_s: float
 
 
 class WorkSource(Protocol):
@@ -58,9 +74,14 @@ class Dispatcher:
         items: Sequence[WorkItem],
         duration_s: float | None = None,
         *,
+        rule: WaveRule | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = gevent.sleep,
     ) -> None:
+        """`rule` forms the waves of FORMED_WAVE items (required when there are any)."""
+        if rule is None and any(item.wave == FORMED_WAVE for item in items):
+            raise ValueError("items of formed waves need a WaveRule")
+        self._rule = rule
         self._clock = clock
         self._sleep = sleep
         self._pending = deque(items)
@@ -76,6 +97,12 @@ class Dispatcher:
         # When each wave could go out (its predecessor done): a trace's wave is due at the later
         # of that and its last member's arrival, so its lateness is the client's alone.
         self._wave_opened: dict[int, float] = {}
+        # Client-static: the waves formed so far, the members of the newest not yet handed
+        # out, and whether one user is forming the next (the others wait on `_formed`).
+        self._waves_formed = 0
+        self._to_hand_out = 0
+        self._forming = False
+        self._formed = Event()
         # Each turn that another waits for, by request_id: set when it ends, and when that was.
         self._answered: dict[int, Event] = {item.after: Event() for item in items if item.after != NO_TURN}
         self._ended_s: dict[int, float] = {}
@@ -108,6 +135,13 @@ class Dispatcher:
                 self._check_finished()
                 return None
             item = self._pending[0]
+            if item.wave == FORMED_WAVE:
+                if self._to_hand_out == 0:
+                    self._form_wave()
+                    continue
+                self._to_hand_out -= 1
+                item = replace(item, wave=self._waves_formed - 1)
+                self._pending[0] = item
             if item.wave != NO_WAVE and item.wave not in self._wave_in_flight and not self._wave_done.is_set():
                 # The previous wave is still generating: a padded batch cannot take new rows.
                 self._wave_done.wait()
@@ -120,6 +154,31 @@ class Dispatcher:
             self._in_flight += 1
             self.handed_out.add(item.request_id)
             return item
+
+    def _form_wave(self) -> None:
+        """Form the next client-static wave (one user does; the others wait): once the previous
+        wave has ended, wait for B arrivals or the oldest's batch wait, then count who came."""
+        if self._forming:
+            self._formed.wait()
+            return
+        if not self._wave_done.is_set():
+            self._wave_done.wait()
+            return
+        assert self._rule is not None and self.start_s is not None
+        self._forming = True
+        self._formed.clear()
+        try:
+            candidates = list(islice(self._pending, self._rule.batch_size))
+            due = [self.start_s + (item.arrival_s or 0.0) for item in candidates]
+            full = due[-1] if len(candidates) == self._rule.batch_size else float("inf")
+            forms_at = max(self._clock(), min(full, due[0] + self._rule.batch_wait_s))
+            self._sleep(max(0.0, forms_at - self._clock()))
+            self._wave_opened[self._waves_formed] = forms_at
+            self._to_hand_out = sum(at <= forms_at + _ARRIVAL_TOLERANCE_S for at in due)
+            self._waves_formed += 1
+        finally:
+            self._forming = False
+            self._formed.set()
 
     def scheduled_s(self, item: WorkItem) -> float | None:
         """Absolute send time the plan asks for (None in a closed loop, for waves but on a trace, and for a

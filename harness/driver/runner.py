@@ -18,7 +18,7 @@ from typing import Any
 import gevent
 
 from harness.driver.backends import VLLM, Backend, check_distributable, text_token_counter
-from harness.driver.dispatch import Dispatcher, WorkSource
+from harness.driver.dispatch import Dispatcher, WaveRule, WorkSource
 from harness.driver.distributed.cluster import Cluster
 from harness.driver.distributed.shard import ClusterSpec, check_workers
 from harness.driver.distributed.wire import Brief
@@ -30,7 +30,15 @@ from harness.driver.steps import StepLogCursor
 from harness.driver.tables import RunTables, write_tables
 from harness.driver.timeouts import Timeouts
 from harness.driver.user import DriverContext
-from harness.driver.work import DEFAULT_MAX_USERS, WorkItem, build_work, check_fits, user_count, warm_up_choice
+from harness.driver.work import (
+    CLIENT_STATIC,
+    DEFAULT_MAX_USERS,
+    WorkItem,
+    build_work,
+    check_fits,
+    user_count,
+    warm_up_choice,
+)
 from harness.errors import UsageError
 from harness.rundir.manifest import RunCounts, RunManifest, ServerRecord, git_sha, harness_version, host_info
 from harness.rundir.records import MANIFEST_FILE, PLAN_FILE
@@ -70,6 +78,8 @@ class RunRequest:
     cluster: ClusterSpec | None = None
     # The kind of server: how requests ask for their length, how tokens are counted (harness.driver.backends).
     backend: Backend = VLLM
+    # client-static: how long the oldest arrival waits for a full wave (the static server's batch wait).
+    batch_wait_s: float = 0.0
 
 
 @dataclass
@@ -203,6 +213,7 @@ def _prepare(request: RunRequest, plan: RequestPlan) -> _PreparedRun:
         counts=RunCounts(planned=len(items)),
         run_tag=run_tag,
         backend=request.backend.name,
+        client_batch_wait_s=request.batch_wait_s if request.system == CLIENT_STATIC else None,
     )
     write_manifest(manifest, request.out_dir)
     step_log = (request.server or {}).get("step_log")
@@ -213,7 +224,7 @@ def _start_load(request: RunRequest, run: _PreparedRun, users: int, stack: conte
     """Telemetry, `users` load users, the client monitor, then the run clock; `stack` stops them all."""
     allow_open_files(users)
     context = DriverContext(
-        Dispatcher(run.items, duration_s=run.plan.duration_s),
+        Dispatcher(run.items, duration_s=run.plan.duration_s, rule=_wave_rule(request)),
         RunJournal(request.out_dir),
         load_client(request.endpoint.base_url, request.headers, request.timeouts, users),
         request.endpoint.model,
@@ -244,6 +255,11 @@ def _start_load(request: RunRequest, run: _PreparedRun, users: int, stack: conte
     # A request that finishes during a long lull must reach the disk too.
     load.spawn(_flush_periodically, context.journal)
     return load
+
+
+def _wave_rule(request: RunRequest) -> WaveRule | None:
+    """How client-static forms its waves; None for every other system."""
+    return WaveRule(request.batch_size, request.batch_wait_s) if request.system == CLIENT_STATIC else None
 
 
 def _start_cluster(request: RunRequest, run: _PreparedRun, users: int, cluster: Cluster) -> Cluster:

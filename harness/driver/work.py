@@ -8,17 +8,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.errors import UsageError
+from harness.systems import WAVE_SYSTEMS
 
 if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_USERS; it should not pay for the workload stack
     from harness.workload.plan import RequestPlan
 
 NO_WAVE = -1
+# A client-static item's wave is formed when it is sent (harness.driver.dispatch), not planned.
+FORMED_WAVE = -2
 # A request that waits for no other's answer (not a conversation's later turn); also "not a conversation" for turn.
 NO_TURN = -1
 # Enough users that every CPU-sized burst goes out at once: with fewer users than
 # requests, the rest wait for a user whose stream has ended, and behind a slow API server
 # the engine then runs dry for seconds (docs/validation/process-layout.md).
 DEFAULT_MAX_USERS = 4096
+CLIENT_STATIC = "client-static"
 # Output tokens of each warm-up request: enough decode steps to compile the batch's decode shapes.
 WARM_UP_TOKENS = 8
 
@@ -57,6 +61,9 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
     once the previous one has finished; on a trace a wave also waits for its last member
     to arrive (a batch cannot hold a request that has not come), in arrival order.
     Elsewhere per-request arrival times do not apply to waves.
+
+    For `client-static` each request asks for its own output and keeps its arrival; its
+    wave is formed as it goes out (FORMED_WAVE: the dispatcher's WaveRule).
     """
     if len(prompts) != len(plan.requests):
         raise ValueError(f"{len(prompts)} prompts for {len(plan.requests)} planned requests")
@@ -65,6 +72,7 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
     items = []
     for request, prompt, asked in zip(plan.requests, prompts, requested, strict=True):
         naive = system == "naive"
+        wave = request.index // batch_size if naive else FORMED_WAVE if system == CLIENT_STATIC else NO_WAVE
         items.append(
             WorkItem(
                 request_id=request.index,
@@ -72,7 +80,7 @@ def build_work(plan: RequestPlan, prompts: Sequence[str], system: str, batch_siz
                 planned_prompt_tokens=request.prompt_tokens,
                 planned_output_tokens=request.output_tokens,
                 requested_output_tokens=asked,
-                wave=request.index // batch_size if naive else NO_WAVE,
+                wave=wave,
                 arrival_s=wave_arrivals[request.index // batch_size] if naive else request.arrival_s,
                 trace_row=-1 if request.trace_row is None else request.trace_row,
                 session=request.session or "",
@@ -97,15 +105,17 @@ def _wave_arrivals(plan: RequestPlan, batch_size: int) -> list[float | None]:
 def requested_outputs(plan: RequestPlan, system: str, batch_size: int) -> list[int]:
     """The tokens each request asks for: its planned output, or its naive wave's longest.
 
-    Refuses naive on a conversation: a wave in arrival order could hold a turn and the
-    turn whose answer it waits for, and a padded batch cannot send one after the other.
+    Refuses waves (naive, client-static) on a conversation: a wave in arrival order could
+    hold a turn and the turn whose answer it waits for, and a batch cannot send one after
+    the other.
     """
     outputs = [request.output_tokens for request in plan.requests]
+    if system in WAVE_SYSTEMS and plan.conversation:
+        kind = "padded waves" if system == "naive" else "waves"
+        raise UsageError(f"{system}: a conversation cannot be sent in {kind} (a wave could hold a turn and the turn"
+                         " whose answer it waits for): run it on continuous or static")
     if system != "naive":
         return outputs
-    if plan.conversation:
-        raise UsageError("naive: a conversation cannot be sent in padded waves (a wave could hold a turn and the turn"
-                         " whose answer it waits for): run it on continuous or static")
     return [max(outputs[i - i % batch_size : i - i % batch_size + batch_size]) for i in range(len(outputs))]
 
 
@@ -156,11 +166,11 @@ def warm_up_choice(plan: RequestPlan, max_model_len: int | None) -> tuple[int, i
 def user_count(plan: RequestPlan, system: str, batch_size: int, max_users: int) -> int:
     """How many concurrent load users the plan needs.
 
-    Closed loop: its users. Naive: one per row of a wave. Open loop (burst, poisson):
+    Closed loop: its users. Waves (naive, client-static): one per row of a wave. Open loop (burst, poisson):
     one per request up to `max_users`, so every request can be in flight at once; a
     request due while all users are busy is sent late, and its lateness is recorded.
     """
-    if system == "naive":
+    if system in WAVE_SYSTEMS:
         return batch_size
     if plan.users is not None:
         return plan.users

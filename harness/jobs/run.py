@@ -18,7 +18,7 @@ from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
 from harness.jobs.fields import WORKERS_HELP, Address, ExistingDir, OutDir, Positive, Workers
 from harness.settings import Settings
-from harness.systems import HF_SYSTEMS, SERVER_MODE, ServerMode
+from harness.systems import HF_SYSTEMS, SERVER_MODE, WAVE_SYSTEMS, ServerMode
 from harness.telemetry.metrics import TELEMETRY_INTERVAL_S
 from harness.workload.limits import MAX_REQUESTS, Seconds
 from launchers import ServerConfig
@@ -46,7 +46,9 @@ class RunJob(BaseModel):
     out: OutDir = Field(description="new directory for the run's tables and manifest")
     system: str | None = Field(
         None, description="label and client behaviour: continuous, static, naive (padded waves of B from the"
-        f" client), {', '.join(HF_SYSTEMS)}; default: the launched mode, or continuous for --endpoint",
+        " client), client-static (unpadded waves of B from the client, formed by the static rule with"
+        f" --batch-wait-s: static batching on any server), {', '.join(HF_SYSTEMS)}; default: the launched mode, or"
+        " continuous for --endpoint",
     )
     backend: Literal["vllm", "transformers", "openai"] | None = Field(
         None, description="the kind of server at --endpoint: vllm (lengths forced, token ids counted), transformers"
@@ -93,9 +95,9 @@ class RunJob(BaseModel):
         if system not in SERVER_MODE:
             raise UsageError(f"unknown system {system!r}: use one of {', '.join(SERVER_MODE)}")
         if self.launch and SERVER_MODE[system] != self.launch:
-            if system != "naive":
+            if system not in WAVE_SYSTEMS:
                 raise UsageError(f"--system {system} does not match --launch {self.launch}")
-            raise UsageError(f"--system {system} pads waves on the client: launch a {SERVER_MODE[system]} server"
+            raise UsageError(f"--system {system} sends waves from the client: launch a {SERVER_MODE[system]} server"
                              " for it")
         return system
 
@@ -148,6 +150,8 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
     check_fits(plan, system, server.max_num_seqs, None)
     cluster = cluster_spec(job.workers, parse_address(job.master_bind) if job.master_bind else None)
     if cluster is not None:
+        if system == "client-static":
+            raise UsageError("client-static forms each wave from what has arrived, in one process: drop --workers")
         check_workers(cluster.workers, user_count(plan, system, server.max_num_seqs, job.max_users))
         check_distributable(backend)
     with contextlib.ExitStack() as stack:
@@ -182,6 +186,7 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
                 ui=job.ui,
                 cluster=cluster,
                 backend=backend,
+                batch_wait_s=server.batch_wait_s,
             )
         )
     assessed = assess_run_dirs([job.out], allow_partial=True).assessed

@@ -33,7 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.paper.step_cost import StepCost
-from harness.systems import SYSTEMS, SystemName
+from harness.systems import CLIENT_SYSTEMS, SYSTEMS, WAVE_SYSTEMS, SystemName
+
+# The systems simulated: vLLM's three, and static batching kept by the client.
+SIMULATED: tuple[SystemName, ...] = (*SYSTEMS, *CLIENT_SYSTEMS)
 
 # Arrivals within a nanosecond of a step boundary count as arrived by it, so float
 # rounding in the accumulated clock cannot push an admission one step late.
@@ -157,6 +160,9 @@ def simulate(
       returned at the wave's end. Each wave after the first starts `wave_gap_s` after
       the previous one ended: the client must receive a whole wave before it sends the
       next, and the engine idles meanwhile.
+    - client-static: static's schedule, its batches formed by the client (with
+      `static_batch_wait_s`, the client's wait for a full wave), and naive's `wave_gap_s`
+      between waves: the client sends a wave once the previous one has reached it.
 
     `step_cost` gives each step's seconds from its sequences, context and prefill
     tokens (InterpolatedStepCost looks at the sequences and prefill only).
@@ -166,8 +172,8 @@ def simulate(
     mean_occupancy_per_step is the unweighted mean; both cover steps only, so idle gaps
     waiting for arrivals lower the throughputs but not the occupancies.
     """
-    if system not in SYSTEMS:
-        raise ValueError(f"system: must be one of {', '.join(SYSTEMS)}, got {system!r}")
+    if system not in SIMULATED:
+        raise ValueError(f"system: must be one of {', '.join(SIMULATED)}, got {system!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
     outputs = token_counts("output_tokens", output_tokens, minimum=1)
@@ -184,7 +190,7 @@ def simulate(
     for name, value in (("wave_gap_s", wave_gap_s), ("static_batch_wait_s", static_batch_wait_s)):
         if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{name}: must be zero or positive seconds, got {value!r}")
-    batch_wait_s = float(static_batch_wait_s) if system == "static" else 0.0
+    batch_wait_s = float(static_batch_wait_s) if system in ("static", "client-static") else 0.0
     trace = _run(system, outputs, prompts, times, int(batch_size), step_cost, float(wave_gap_s), batch_wait_s)
     return _result(system, int(batch_size), outputs, prompts, trace)
 
@@ -314,7 +320,7 @@ def _run(
             trace.finish_s[request] = clock
             context_offset -= int(trace.context_offset[request])
             heapq.heappush(free_rows, int(trace.slot[request]))
-        if padded and not running and queued < n:
+        if system in WAVE_SYSTEMS and not running and queued < n:
             clock += wave_gap_s
 
 

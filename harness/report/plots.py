@@ -23,7 +23,8 @@ from harness.report.facts import SlotDiagram
 from harness.systems import ALL_SYSTEMS, SystemName, shown_systems
 
 SYSTEM_COLORS: dict[str, str] = {
-    "continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3", "hf-continuous": "#e7298a",
+    "continuous": "#1b9e77", "static": "#d95f02", "naive": "#7570b3", "client-static": "#e6ab02",
+    "hf-continuous": "#e7298a",
     "hf-sequential": "#a6761d",
 }
 PADDING_COLOR = "#bdbdbd"

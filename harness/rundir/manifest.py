@@ -179,10 +179,14 @@ class RunManifest(BaseModel):
     format_version: int = Field(MANIFEST_FORMAT, description="the manifest's format (MANIFEST_FORMAT)")
     run_id: str = Field(description="directory name of the run")
     system: SystemName = Field(description="batching system measured: continuous, static, naive (padded waves),"
-                               " hf-continuous or hf-sequential (harness.systems)")
+                               " client-static (the client's unpadded waves), hf-continuous or hf-sequential"
+                               " (harness.systems)")
     workload: WorkloadSpec = Field(description="the workload spec, as loaded")
     plan_sha256: str = Field(description="hash of plan.json")
-    batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive")
+    batch_size: int = Field(ge=1, description="B: the server's max-num-seqs, and the wave size for naive and"
+                            " client-static")
+    client_batch_wait_s: float | None = Field(
+        None, description="client-static: how long the oldest arrival waited for a full wave; None for the others")
     endpoint: str = Field(description="base URL of the server under test")
     model: str = Field(description="served model name")
     server: ServerRecord | None = Field(

@@ -160,6 +160,7 @@ def _request(
         warmup=False,
         cluster=cluster,
         backend=target.backend,
+        batch_wait_s=target.batch_wait_s,
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,8 @@ class SweepTarget:
     headers: dict[str, str] | None = None
     # The kind of server: how its requests ask for their length and how tokens are counted.
     backend: Backend = VLLM
+    # client-static's waves wait this long for B arrivals (the static server's batch wait, kept by the client).
+    batch_wait_s: float = 0.0
 
 
 def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, endpoints: Endpoints | None = None,
@@ -63,12 +65,14 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
         url = given.get(mode)
         if url is None:
             launched = stack.enter_context(kind_of(mode).launch(server, mode, out / "servers" / mode))
-            targets[mode] = launched_target(launched, server.max_num_seqs, endpoints.tokenizer)
+            targets[mode] = replace(launched_target(launched, server.max_num_seqs, endpoints.tokenizer),
+                                    batch_wait_s=server.batch_wait_s)
             continue
         # An endpoint must serve the model named.
         info = probe_endpoint(url, {}, endpoints.model)
         check_max_num_seqs(info, server.max_num_seqs)
-        targets[mode] = SweepTarget(info, load_tokenizer(endpoints.tokenizer, info), server.max_num_seqs)
+        targets[mode] = SweepTarget(info, load_tokenizer(endpoints.tokenizer, info), server.max_num_seqs,
+                                    batch_wait_s=server.batch_wait_s)
     return targets
 
 

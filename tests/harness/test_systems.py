@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import get_args
 
 from harness.systems import (
+    CLIENT_SYSTEMS,
     HF_SYSTEMS,
     MODES,
     SERVER_MODE,
@@ -22,7 +23,8 @@ from launchers.kinds import KINDS, kind_of, launch_help
 def test_the_literal_types_list_what_the_maps_hold():
     assert SYSTEMS == ("continuous", "static", "naive")
     assert HF_SYSTEMS == ("hf-continuous", "hf-sequential")
-    assert SYSTEMS + HF_SYSTEMS == get_args(SystemName) == tuple(SERVER_MODE)
+    assert CLIENT_SYSTEMS == ("client-static",)
+    assert SYSTEMS + CLIENT_SYSTEMS + HF_SYSTEMS == get_args(SystemName) == tuple(SERVER_MODE)
     assert MODES == get_args(Mode) == ("continuous", "static")
     assert get_args(HfMode) == ("hf-continuous", "hf-sequential")
     assert get_args(Mode) + get_args(HfMode) == SERVER_MODES
@@ -31,7 +33,7 @@ def test_the_literal_types_list_what_the_maps_hold():
 
 
 def test_naive_runs_on_the_continuous_server():
-    assert SERVER_MODE["naive"] == "continuous"
+    assert SERVER_MODE["naive"] == SERVER_MODE["client-static"] == "continuous"
     assert modes_for(["naive"]) == ["continuous"]
     assert modes_for(["static", "naive", "continuous"]) == ["continuous", "static"]
     assert modes_for(["static"]) == ["static"]

@@ -11,8 +11,8 @@ import time
 import gevent
 import pytest
 
-from harness.driver.dispatch import Dispatcher
-from harness.driver.work import NO_TURN, NO_WAVE, WorkItem
+from harness.driver.dispatch import Dispatcher, WaveRule
+from harness.driver.work import FORMED_WAVE, NO_TURN, NO_WAVE, WorkItem
 
 
 def item(i: int, wave: int = NO_WAVE, arrival: float | None = None) -> WorkItem:
@@ -55,6 +55,53 @@ def test_naive_waves_start_only_after_the_previous_wave_finished(simulated_time)
     start = {rid: t for kind, rid, t in log if kind == "start"}
     assert min(start[2], start[3]) >= end[0]
     assert min(start[4], start[5]) >= max(end[2], end[3])
+
+
+def waves_of(log: list[tuple[str, int, float]], start_s: float) -> list[tuple[float, list[int]]]:
+    """Each wave's send instant (from the run start) and its members, from the users' log."""
+    sends: dict[float, list[int]] = {}
+    for kind, rid, t in log:
+        if kind == "start":
+            sends.setdefault(round(t - start_s, 6), []).append(rid)
+    return sorted((at, sorted(members)) for at, members in sends.items())
+
+
+def test_client_static_forms_each_wave_by_the_engines_rule(simulated_time):
+    # B = 3, batch wait 0.5 s. Arrivals: three at once (a full wave), then two that wait out the batch
+    # wait, then one alone after a long gap, then three close together while a wave is running.
+    arrivals = [0.0, 0.0, 0.0, 1.0, 1.1, 5.0, 5.05, 5.1, 5.2]
+    items = [item(i, wave=FORMED_WAVE, arrival=at) for i, at in enumerate(arrivals)]
+    dispatcher = Dispatcher(items, rule=WaveRule(batch_size=3, batch_wait_s=0.5), clock=simulated_time,
+                            sleep=simulated_time.sleep)
+    log = drive(dispatcher, simulated_time, users=3, service_s=lambda w: 0.3)
+    assert dispatcher.start_s is not None
+    assert waves_of(log, dispatcher.start_s) == [
+        (0.0, [0, 1, 2]),  # B arrived at once: it goes at once
+        (1.5, [3, 4]),  # the oldest waited its 0.5 s: the two that came
+        (5.1, [5, 6, 7]),  # the third of B came at 5.1, before 5.0 + 0.5
+        (5.7, [8]),  # 8 came at 5.2, while 5-7 ran until 5.4: it goes alone once its 0.5 s are up
+    ]
+    # Every item's wave is one formed in order; no wave began before the previous had ended.
+    ends = {rid: t for kind, rid, t in log if kind == "end"}
+    starts = {rid: t for kind, rid, t in log if kind == "start"}
+    assert starts[3] >= max(ends[0], ends[1], ends[2]) and starts[8] >= max(ends[5], ends[6], ends[7])
+
+
+def test_client_static_in_a_burst_is_waves_of_b_unpadded(simulated_time):
+    items = [item(i, wave=FORMED_WAVE, arrival=0.0) for i in range(7)]
+    dispatcher = Dispatcher(items, rule=WaveRule(batch_size=3, batch_wait_s=1.0), clock=simulated_time,
+                            sleep=simulated_time.sleep)
+    # A wave ends with its slowest member: request 0 takes 0.4 s, the others 0.1 s.
+    log = drive(dispatcher, simulated_time, users=3, service_s=lambda w: 0.4 if w.request_id == 0 else 0.1)
+    assert dispatcher.start_s is not None
+    # The last one waits for a full wave that never comes: until 1 s after its arrival at 0, as the engine's
+    # batch wait counts from the oldest waiting arrival.
+    assert waves_of(log, dispatcher.start_s) == [(0.0, [0, 1, 2]), (0.4, [3, 4, 5]), (1.0, [6])]
+
+
+def test_formed_waves_need_a_rule():
+    with pytest.raises(ValueError, match="WaveRule"):
+        Dispatcher([item(0, wave=FORMED_WAVE, arrival=0.0)])
 
 
 def test_open_loop_sends_at_the_planned_offsets(simulated_time):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.driver.work import (
+    FORMED_WAVE,
     NO_WAVE,
     WARM_UP_TOKENS,
     build_work,
@@ -35,6 +36,15 @@ def test_continuous_and_static_ask_for_exactly_the_plan():
         assert [i.requested_output_tokens for i in items] == [100, 200, 300, 1000]
         assert [i.wave for i in items] == [NO_WAVE] * 4
         assert [i.arrival_s for i in items] == [0.0, 0.5, 1.0, 1.5]
+
+
+def test_client_static_asks_for_each_plan_length_and_forms_its_waves_as_it_sends():
+    plan = plan_of([100, 200, 300, 1000])
+    items = build_work(plan, ["p"] * 4, "client-static", batch_size=2)
+    assert [i.requested_output_tokens for i in items] == [100, 200, 300, 1000]  # unpadded
+    assert [i.wave for i in items] == [FORMED_WAVE] * 4
+    assert [i.arrival_s for i in items] == [0.0, 0.5, 1.0, 1.5]
+    assert user_count(plan, "client-static", batch_size=2, max_users=100) == 2
 
 
 def test_naive_pads_every_row_to_its_wave_maximum():

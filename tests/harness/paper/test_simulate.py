@@ -421,3 +421,14 @@ def test_static_max_batch_delay_waits_for_a_full_batch_or_the_oldest_request():
     assert continuous.first_token_s[0] == pytest.approx(0.001)
     with pytest.raises(ValueError, match="static_batch_wait_s"):
         simulate("static", outputs, 4, ONE_MS, static_batch_wait_s=-1)
+
+
+def test_client_static_runs_statics_schedule_plus_the_clients_turnaround_between_waves():
+    outputs = [10, 40, 20, 30, 5, 15]
+    cost = InterpolatedStepCost.from_points({1: 0.01, 2: 0.01})
+    static = simulate("static", outputs, 2, cost)
+    client = simulate("client-static", outputs, 2, cost, wave_gap_s=0.05)
+    np.testing.assert_array_equal(client.admit_step, static.admit_step)
+    np.testing.assert_array_equal(client.end_step, static.end_step)
+    # Three waves: two turnarounds of the client between them.
+    assert client.makespan_s == pytest.approx(static.makespan_s + 2 * 0.05)

@@ -145,6 +145,8 @@ def test_naive_refuses_a_conversation_with_one_line(tmp_path):
     plan = plan_of(tmp_path, **WITH_TURNS)
     with pytest.raises(UsageError, match="^naive: a conversation cannot be sent in padded waves"):
         check_fits(plan, "naive", 4, None)
+    with pytest.raises(UsageError, match="^client-static: a conversation cannot be sent in waves"):
+        check_fits(plan, "client-static", 4, None)
     items = build_work(plan, ["x"] * len(plan.requests), "static", 4)
     assert [(item.turn, item.after, item.think_s) for item in items] == [
         (1, -1, 0.0), (1, -1, 0.0), (2, 0, 1.5), (2, 1, 4.0), (3, 2, 0.5)]
