@@ -36,7 +36,7 @@ RECORD_FIELDS: dict[str, tuple[pa.DataType, str]] = {
     "requested_output_tokens": (
         pa.int64(), "max_tokens = min_tokens sent; above planned only for padded (naive) waves"
     ),
-    "wave": (pa.int64(), "naive padded-static wave number; -1 when not sent in waves"),
+    "wave": (pa.int64(), "the wave it was sent in (naive, client-static), from 0; -1 when not sent in waves"),
     "trace_row": (pa.int64(), "a trace's request: its row in the trace file, 0-based among its data rows; -1 if none"),
     "session": (pa.string(), "a trace's session or conversation id; empty when it has none"),
     "hash_ids": (pa.string(), "a trace's prefix hash ids, as a JSON list; empty when it has none"),

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from harness.driver.backends import BACKENDS, VLLM, Backend
 from harness.driver.endpoint import EndpointInfo, check_max_num_seqs, load_tokenizer, probe_endpoint
 from harness.errors import UsageError
+from harness.sweep.placing import placed_configs
 from harness.systems import MODES, ServerMode
+from harness.telemetry.gpu import gpu_inventory
 from launchers.handle import ServerProcess
 from launchers.kinds import kind_of
 from launchers.spec import Endpoints, ServerConfig
@@ -53,18 +55,22 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
     (docs/validation/job-clock.md#server-start). Every launched server stops when `stack`
     closes; B is the server's: an endpoint stating another B than `server.max_num_seqs` is a
     UsageError (check_max_num_seqs). The servers launched serve `workloads` as they ask
-    (server_for).
+    (server_for), and on a GPU host each vLLM server is placed on the cards
+    (harness.sweep.placing).
     """
     server = server_for(server, workloads)
     endpoints = endpoints or Endpoints()
     given: dict[ServerMode, str | None] = {"continuous": endpoints.continuous, "static": endpoints.static}
     wanted = [mode for mode in modes
               if not (mode == "static" and endpoints.continuous and not endpoints.static)]
+    launching = [mode for mode in wanted if given.get(mode) is None and kind_of(mode).name == "vllm"]
+    configs = placed_configs(server, launching, workloads, gpu_inventory() if launching else [])
     targets: dict[ServerMode, SweepTarget] = {}
     for mode in wanted:
         url = given.get(mode)
         if url is None:
-            launched = stack.enter_context(kind_of(mode).launch(server, mode, out / "servers" / mode))
+            config = configs.get(mode, server)
+            launched = stack.enter_context(kind_of(mode).launch(config, mode, out / "servers" / mode))
             targets[mode] = replace(launched_target(launched, server.max_num_seqs, endpoints.tokenizer),
                                     batch_wait_s=server.batch_wait_s)
             continue

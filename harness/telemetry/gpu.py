@@ -305,3 +305,23 @@ def _name(nvml: Nvml, handle: Any) -> str:
         return "unnamed GPU"
     # Older nvidia-ml-py releases return bytes.
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def gpu_inventory(nvml: Callable[[], Nvml] = import_pynvml) -> list[tuple[str, int]]:
+    """This machine's GPUs as NVML lists them, (name, memory in bytes) by index; [] where NVML
+    cannot be read (no library, no driver, no GPU)."""
+    try:
+        library = nvml()
+    except ImportError:
+        return []
+    try:
+        library.nvmlInit()
+    except library.NVMLError:
+        return []
+    try:
+        handles = [library.nvmlDeviceGetHandleByIndex(i) for i in range(library.nvmlDeviceGetCount())]
+        return [(_name(library, handle), _memory_total(library, handle)) for handle in handles]
+    except library.NVMLError:
+        return []
+    finally:
+        _shutdown(library)

@@ -17,7 +17,7 @@ import pytest
 
 from harness.analysis.energy import ENERGY_COUNTER, INTEGRATED_POWER, gpu_metrics
 from harness.rundir.records import GPU_FILE
-from harness.telemetry.gpu import GPU_COLUMNS, NVML_ERROR_NOT_SUPPORTED, GpuSampler, write_gpu_table
+from harness.telemetry.gpu import GPU_COLUMNS, NVML_ERROR_NOT_SUPPORTED, GpuSampler, gpu_inventory, write_gpu_table
 
 GIB = 2**30
 GPU_IS_LOST = 15
@@ -169,6 +169,18 @@ def test_no_gpu_is_one_line_and_no_samples(nvml, reason, sampler_time):
         pass
     assert sampler.samples == [] and sampler.info.devices == []
     assert sampler.info.note == f"no GPU telemetry: {reason}"
+
+
+def test_the_inventory_lists_each_card_with_its_memory_and_nothing_where_nvml_cannot_be_read(sampler_time):
+    nvml = FakeNvml([FakeGpu(sampler_time(horizon_s=0.0)), FakeGpu(None, name="NVIDIA L4")])
+    assert gpu_inventory(lambda: nvml) == [("NVIDIA H100 80GB HBM3", 80 * GIB), ("NVIDIA L4", 80 * GIB)]
+    assert nvml.shutdowns == 1
+    driverless = FakeNvml([], init_error=FakeNvmlError(9, "Driver Not Loaded"))
+
+    def missing():
+        raise ImportError("No module named 'pynvml'")
+
+    assert gpu_inventory(lambda: driverless) == [] and gpu_inventory(missing) == []
 
 
 def test_without_the_library_it_says_so():

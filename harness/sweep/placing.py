@@ -1,0 +1,102 @@
+"""A job's vLLM servers placed on this host's GPUs (harness.placement), as the configs they launch with.
+
+The cards come from NVML (harness.telemetry.gpu.gpu_inventory: none on a CPU host, where
+nothing changes), the model's shape from its profile or its directory's config.json, and the
+batch's context from the job's plans (the largest mean prompt plus output of its workloads).
+Each server's config gains `--gpu-memory-utilization` and `CUDA_VISIBLE_DEVICES`, unless the
+user set either: theirs is kept and nothing is placed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.paper.physics import ModelShape
+from harness.placement import Card, place_servers
+from harness.workload.plan import build_plan
+from harness.workload.spec import WorkloadSpec
+from launchers.models import parse_profile_argument
+from launchers.spec import ServerConfig
+
+logger = logging.getLogger("batchbench")
+
+PARALLEL_FLAGS = {"tensor": ("--tensor-parallel-size", "-tp"), "data": ("--data-parallel-size", "-dp")}
+
+
+def placed_configs(server: ServerConfig, modes: Sequence[str], workloads: Sequence[WorkloadSpec],
+                   cards: Sequence[tuple[str, int]]) -> dict[str, ServerConfig]:
+    """Each mode's config with its place on `cards`; `server` unchanged for every mode where there is nothing
+    to place (no GPU, the user's own placement, a model of unknown shape). UsageError where nothing fits, and
+    for one server at a time, which is not built yet."""
+    unchanged = dict.fromkeys(modes, server)
+    if not cards or not modes:
+        return unchanged
+    if "--gpu-memory-utilization" in server.vllm_args or "CUDA_VISIBLE_DEVICES" in server.environment():
+        logger.info("placement: as given (--gpu-memory-utilization or CUDA_VISIBLE_DEVICES set)")
+        return unchanged
+    shape = model_shape(server.model)
+    if shape is None:
+        logger.info(f"placement: the shape of {server.model} is not known here: vLLM's defaults, the servers side by"
+                    " side (set --vllm-arg=--gpu-memory-utilization=... if they do not fit)")
+        return unchanged
+    placement = place_servers([Card(name, memory) for name, memory in cards], shape, modes, server.max_num_seqs,
+                              context_tokens(workloads), tensor_parallel=parallel_size(server.vllm_args, "tensor"),
+                              data_parallel=parallel_size(server.vllm_args, "data"))
+    if placement.one_at_a_time:
+        raise UsageError(f"placement: {placement.why}; running one server at a time is not built yet: run one"
+                         " system per job, or give a larger tensor parallel")
+    logger.info(f"placement: {placement.how}: {placement.why}")
+    return {place.mode: server.model_copy(update={
+        "vllm_args": (*server.vllm_args, *place.vllm_args()),
+        "server_env": (*server.server_env, *(f"{name}={value}" for name, value in place.environment().items())),
+    }) for place in placement.servers}
+
+
+def model_shape(argument: str) -> ModelShape | None:
+    """The shape of a model argument: a profile's (with its layers), a directory's config.json; None for a hub
+    id or a config of another architecture."""
+    profile = parse_profile_argument(argument)
+    config = profile.config if profile is not None else _directory_config(Path(argument).expanduser())
+    if config is None:
+        return None
+    try:
+        return ModelShape.from_hf_config(profile.name if profile is not None else argument, config)
+    except (KeyError, ValueError):
+        return None
+
+
+def context_tokens(workloads: Sequence[WorkloadSpec]) -> int:
+    """The batch's context per sequence: the largest mean prompt plus output over the workloads' plans."""
+    means = []
+    for spec in workloads:
+        requests = build_plan(spec).requests
+        means.append(sum(r.prompt_tokens + r.output_tokens for r in requests) / len(requests))
+    return max(1, round(max(means, default=1.0)))
+
+
+def parallel_size(vllm_args: Sequence[str], kind: str) -> int:
+    """The tensor or data parallel size the vLLM arguments ask for (last one wins; 1 where none)."""
+    size = 1
+    names = PARALLEL_FLAGS[kind]
+    for i, arg in enumerate(vllm_args):
+        name, equals, value = arg.partition("=")
+        if name in names:
+            text = value if equals else (vllm_args[i + 1] if i + 1 < len(vllm_args) else "")
+            if not text.isdigit() or int(text) < 1:
+                raise UsageError(f"--vllm-arg {name}: needs a whole number of at least 1, got {text!r}")
+            size = int(text)
+    return size
+
+
+def _directory_config(path: Path) -> dict | None:
+    config = path / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        return json.loads(config.read_text())
+    except (OSError, ValueError):
+        return None
