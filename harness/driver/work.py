@@ -163,6 +163,13 @@ def warm_up_choice(plan: RequestPlan, max_model_len: int | None) -> tuple[int, i
     return shortest.index, max(1, max_model_len - shortest.prompt_tokens)
 
 
+def check_one_process(system: str) -> None:
+    """Refuse a distributed run (`--workers`) of client-static: it forms each wave from what has
+    arrived, which one dispatcher sees and workers' shares of the plan do not."""
+    if system == CLIENT_STATIC:
+        raise UsageError(f"{CLIENT_STATIC} forms each wave from what has arrived, in one process: drop --workers")
+
+
 def user_count(plan: RequestPlan, system: str, batch_size: int, max_users: int) -> int:
     """How many concurrent load users the plan needs.
 

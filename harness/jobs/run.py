@@ -136,7 +136,7 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
     from harness.driver.endpoint import check_max_num_seqs, load_tokenizer, probe_endpoint
     from harness.driver.runner import RunRequest, execute, require_new_dir
     from harness.driver.timeouts import Timeouts
-    from harness.driver.work import check_fits, user_count
+    from harness.driver.work import check_fits, check_one_process, user_count
     from harness.history import HistoryStore
     from harness.history.record import record
     from harness.sweep.servers import run_targets
@@ -150,8 +150,7 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
     check_fits(plan, system, server.max_num_seqs, None)
     cluster = cluster_spec(job.workers, parse_address(job.master_bind) if job.master_bind else None)
     if cluster is not None:
-        if system == "client-static":
-            raise UsageError("client-static forms each wave from what has arrived, in one process: drop --workers")
+        check_one_process(system)
         check_workers(cluster.workers, user_count(plan, system, server.max_num_seqs, job.max_users))
         check_distributable(backend)
     with contextlib.ExitStack() as stack:

@@ -22,7 +22,7 @@ from harness.driver.endpoint import warm_up
 from harness.driver.runner import RunRequest, execute
 from harness.driver.runner import logger as run_logger
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
-from harness.driver.work import DEFAULT_MAX_USERS, user_count
+from harness.driver.work import DEFAULT_MAX_USERS, check_one_process, user_count
 from harness.sweep.servers import SweepTarget
 from harness.systems import HF_SYSTEMS
 from harness.workload import WorkloadSpec, build_plan
@@ -167,11 +167,13 @@ def _request(
 def check_sweep_workers(specs: Sequence[WorkloadSpec], systems: Sequence[str], batch_size: int,
                         cluster: ClusterSpec | None) -> None:
     """Refuse, before any server starts, a worker count some run of the sweep has too few users for,
-    and workers for a server other than vLLM."""
+    workers for a server other than vLLM, and workers for client-static (it forms its waves in one process)."""
     if cluster is None:
         return
     if any(system in HF_SYSTEMS for system in systems):
         check_distributable(TRANSFORMERS)
+    for system in systems:
+        check_one_process(system)
     for spec in specs:
         plan = build_plan(spec)
         for system in systems:

@@ -29,6 +29,8 @@ CASES = {
     "worker connect timeout zero": (
         ["worker", "--master", "127.0.0.1", "--connect-timeout-s", "0"], "--connect-timeout-s: Input should be greater"
     ),
+    "client-static on workers": ([*RUN, "--out", "o", "--system", "client-static", "--workers", "2"],
+                                 "client-static forms each wave from what has arrived, in one process: drop --workers"),
     "reproduce workers zero": (["reproduce", "--workers", "0"], "--workers: Input should be greater than 0"),
     "nightly workers zero": (["nightly", "--suite", "cpu-nightly", "--workers", "0"], "--workers: Input should be"),
 }
