@@ -183,7 +183,7 @@ def step_cost_section(step_costs: Sequence[StepCostSummary]) -> list[Block]:
     rows = tuple(
         (m.server, str(m.runs), f"{m.steps:,}", ms(m.overhead_s), f"{m.per_sequence_s * 1e6:.1f}",
          f"{m.per_prefill_token_s * 1e6:.2f}", f"{m.per_context_token_s * 1e9:.1f}",
-         f"{m.per_prefill_pair_s * 1e12:.1f}", f"{m.r_squared:.3f}",
+         f"{m.per_prefill_pair_s * 1e9:.2f}", f"{m.r_squared:.3f}",
          f"{ms(m.residual_std_s)} / {ms(m.mean_step_s)}", ms(m.wave_gap_s))
         for m in step_costs
     )
@@ -202,7 +202,7 @@ def step_cost_section(step_costs: Sequence[StepCostSummary]) -> list[Block]:
             "engine's mean idle gap between waves in the server's other naive cells (the client's turnaround)."
         ),
         Table(("server", "runs", "steps", "overhead ms", "per sequence us", "per prefill token us",
-               "per context token ns", "per prefill pair ps", "R²", "residual sd / mean step ms",
+               "per context token ns", "per prefill pair ns", "R²", "residual sd / mean step ms",
                "naive wave gap ms"), rows, numeric=False),
     ]
 
