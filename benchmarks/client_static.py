@@ -4,7 +4,9 @@ Takes run directories (a night of docs/validation/client-static/suite.yaml, or a
 of `static` and `client-static` on servers batchbench launched) and sets the two systems
 side by side per workload: total tok/s (engine window), each repetition paired by its order
 (the ratio's geometric mean and t interval on logs, harness.analysis.stats.paired_ratio_ci),
-and the schedule the step log shows. A batch is a span of steps from one in which nothing
+the same at one machine speed (harness.analysis.speed: every run's busy steps re-priced by
+one step cost fitted on all of them, idle gaps as measured: the schedules compared, not
+the machine's speed at the moment each ran), and the schedule the step log shows. A batch is a span of steps from one in which nothing
 was running before to the next such step: per batch, the requests admitted, the steps that
 admitted any (the engine's static mode admits a batch in one step; a wave sent by the client
 reaches vLLM's continuous scheduler over a few milliseconds, so it may be admitted over
@@ -26,6 +28,7 @@ import pandas as pd
 
 from harness.analysis.engine import engine_metrics
 from harness.analysis.metrics import metrics_for_run
+from harness.analysis.speed import RunTiming, normalise
 from harness.analysis.stats import paired_ratio_ci
 from harness.rundir.reader import load_run
 
@@ -56,6 +59,8 @@ def main() -> None:
     args = parser.parse_args()
     tok_s: dict[tuple[str, str], list[float]] = defaultdict(list)
     shapes: dict[tuple[str, str], list[pd.DataFrame]] = defaultdict(list)
+    timings: dict[str, RunTiming] = {}
+    keys: dict[str, tuple[str, str]] = {}
     for path in sorted(args.runs):
         run = load_run(path)
         system = run.manifest.system
@@ -63,17 +68,31 @@ def main() -> None:
             continue
         key = (run.manifest.workload.name, system)
         metrics = metrics_for_run(run)
+        tokens = metrics.prompt_tokens + metrics.useful_tokens
+        makespan = engine_metrics(run.steps, run.manifest.batch_size).makespan_s
         # (prompt + useful) tokens over the engine's own window, as the history's engine_total_tok_s.
-        tok_s[key].append((metrics.prompt_tokens + metrics.useful_tokens)
-                          / engine_metrics(run.steps, run.manifest.batch_size).makespan_s)
+        tok_s[key].append(tokens / makespan)
         shapes[key].append(batches(run.steps))
+        timings[str(path)], keys[str(path)] = RunTiming(run.steps, makespan, tokens), key
+    fit, normalised = normalise(timings)
+    at_one_speed: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for path, run_figures in normalised.items():
+        at_one_speed[keys[path]].append(run_figures.total_tok_s)
+        print(f"{Path(path).name}: machine speed {run_figures.speed:.3f} (busy seconds measured / at one speed)")
+    if fit is not None:
+        print(f"one speed: a step cost fitted on {fit.steps:,} busy steps of every run, R² {fit.r_squared:.3f}")
     result: dict[str, Any] = {}
     for workload in sorted({workload for workload, _ in tok_s}):
         static, client = tok_s[(workload, "static")], tok_s[(workload, "client-static")]
         pairs = min(len(static), len(client))
         ratio = paired_ratio_ci(np.array(client[:pairs]), np.array(static[:pairs]))
-        figures: dict[str, dict[str, Any]] = {"client_over_static": {
-            "ratio": ratio.point, "low": ratio.low, "high": ratio.high, "label": ratio.interval_label}}
+        static_fixed, client_fixed = at_one_speed[(workload, "static")], at_one_speed[(workload, "client-static")]
+        fixed = paired_ratio_ci(np.array(client_fixed[:pairs]), np.array(static_fixed[:pairs]))
+        figures: dict[str, dict[str, Any]] = {
+            "client_over_static": {"ratio": ratio.point, "low": ratio.low, "high": ratio.high,
+                                   "label": ratio.interval_label},
+            "client_over_static_at_one_speed": {"ratio": fixed.point, "low": fixed.low, "high": fixed.high,
+                                                "label": fixed.interval_label}}
         for name in SYSTEMS:
             table = pd.concat(shapes[(workload, name)])
             figures[name] = {
@@ -84,7 +103,7 @@ def main() -> None:
             }
         result[workload] = figures
         print(f"{workload}: client-static / static {ratio.point:.3f} ({ratio.low:.3f}-{ratio.high:.3f},"
-              f" {ratio.interval_label})")
+              f" {ratio.interval_label}); at one speed {fixed.point:.3f} ({fixed.low:.3f}-{fixed.high:.3f})")
         for name in SYSTEMS:
             f = figures[name]
             print(f"  {name:>13}: tok/s {', '.join(f'{v:,.0f}' for v in f['engine_total_tok_s'])};"
