@@ -198,12 +198,13 @@ def step_cost_section(step_costs: Sequence[StepCostSummary]) -> list[Block]:
             "request still runs: waits for the client or for a static batch to form left out). The constants "
             "below are fitted on all of "
             "a server's runs; each prediction in the tables above comes from the same fit without the runs of its "
-            "own cell (system and spread level), so no cell is predicted from its own steps. Naive waves add the "
-            "engine's mean idle gap between waves in the server's other naive cells (the client's turnaround)."
+            "own cell (system and spread level), so no cell is predicted from its own steps. Waves sent by the "
+            "client (naive, client-static) add the engine's mean idle gap between waves in the server's other cells "
+            "of waves (the client's turnaround)."
         ),
         Table(("server", "runs", "steps", "overhead ms", "per sequence us", "per prefill token us",
                "per context token ns", "per prefill pair ns", "R²", "residual sd / mean step ms",
-               "naive wave gap ms"), rows, numeric=False),
+               "wave gap ms"), rows, numeric=False),
     ]
 
 
