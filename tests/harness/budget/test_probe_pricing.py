@@ -110,5 +110,5 @@ def test_the_machine_speed_is_the_probe_s_busy_time_over_the_priced_time():
 
 
 def test_scaling_a_cost_scales_every_coefficient():
-    cost = LinearStepCost(0.005, 0.0003, 7e-5, 3e-7).scaled(1.2)
-    assert list(cost.coefficients().values()) == pytest.approx([0.006, 0.00036, 8.4e-5, 3.6e-7])
+    cost = LinearStepCost(0.005, 0.0003, 7e-5, 3e-7, 4e-8).scaled(1.2)
+    assert list(cost.coefficients().values()) == pytest.approx([0.006, 0.00036, 8.4e-5, 3.6e-7, 4.8e-8])

@@ -111,7 +111,7 @@ CLI_CASES = {
     ),
     "naive on a static server": (
         [*RUN[:3], "--launch", "static", "--system", "naive", "--out", "o"],
-        "--system naive pads waves",
+        "--system naive sends waves from the client: launch a continuous server",
     ),
     "unknown system": ([*RUN, "--out", "o", "--system", "dynamic"], "unknown system 'dynamic'"),
     "unknown backend": ([*RUN, "--out", "o", "--backend", "tgi"], "invalid choice: 'tgi'"),

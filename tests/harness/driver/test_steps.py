@@ -7,6 +7,7 @@ asserted are exact, and no test sleeps.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -28,7 +29,8 @@ def line(t, *, admitted=(), finished=(), running=1, generated=1):
     """One step-log row with the keys launchers.engine.step_recorder writes."""
     return {
         "t": t, "end": t + 0.05, "running": running, "waiting": 2, "prefill": 10, "decode": 3,
-        "context": 100, "generated": generated, "admitted": list(admitted), "finished": list(finished),
+        "context": 100, "prefill_pairs": 55, "generated": generated, "admitted": list(admitted),
+        "finished": list(finished),
     }
 
 
@@ -67,9 +69,14 @@ def test_run_steps_renames_the_recorder_keys():
     first = run_steps(LOG, TAG)[0]
     assert first == {
         "t_s": 3.0, "end_s": 3.05, "running": 3, "waiting": 2, "prefill_tokens": 10, "decode_tokens": 3,
-        "context_tokens": 100, "generated_tokens": 1, "admitted": [7, 8], "finished": [],
+        "context_tokens": 100, "prefill_pairs": 55, "generated_tokens": 1, "admitted": [7, 8], "finished": [],
     }
     assert list(first) == STEP_SCHEMA.names
+
+
+def test_a_step_log_from_before_prefill_pairs_has_them_unknown_not_zero():
+    older = [{key: value for key, value in row.items() if key != "prefill_pairs"} for row in LOG]
+    assert math.isnan(run_steps(older, TAG)[0]["prefill_pairs"])
 
 
 def test_run_steps_of_the_other_tag():

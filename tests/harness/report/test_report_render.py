@@ -92,7 +92,7 @@ OUTPUTS = {4: [1, 4, 2, 4], 8: [2, 8, 8, 2]}
 STEP_COST = {
     "server": "continuous server pid 1 started t0", "runs": 3, "steps": 1200, "r_squared": 0.95,
     "residual_std_s": 0.001, "mean_step_s": 0.012, "overhead_s": 0.010, "per_sequence_s": 0.0005,
-    "per_prefill_token_s": 5e-5, "per_context_token_s": 0.0, "wave_gap_s": 0.03,
+    "per_prefill_token_s": 5e-5, "per_context_token_s": 0.0, "per_prefill_pair_s": 0.0, "wave_gap_s": 0.03,
 }
 
 
