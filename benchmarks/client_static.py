@@ -6,11 +6,12 @@ side by side per workload: total tok/s (engine window), each repetition paired b
 (the ratio's geometric mean and t interval on logs, harness.analysis.stats.paired_ratio_ci),
 the same at one machine speed (harness.analysis.speed: every run's busy steps re-priced by
 one step cost fitted on all of them, idle gaps as measured: the schedules compared, not
-the machine's speed at the moment each ran), and the schedule the step log shows. A batch is a span of steps from one in which nothing
-was running before to the next such step: per batch, the requests admitted, the steps that
-admitted any (the engine's static mode admits a batch in one step; a wave sent by the client
-reaches vLLM's continuous scheduler over a few milliseconds, so it may be admitted over
-several), and the steps the batch took.
+the machine's speed at the moment each ran), and the schedule the step log shows. A batch
+is a span of steps from one in which nothing was running before to the next such step: per
+batch, the requests admitted, the steps that admitted any (the static plugin admits a whole
+batch at once, its prompts prefilled over as many steps as vLLM's token budget needs; a wave
+sent by the client reaches vLLM's continuous scheduler over a few milliseconds, so it may be
+admitted over more), and the steps the batch took.
 
     .venv/bin/python benchmarks/client_static.py RUN_DIR... [--json OUT]
 """
