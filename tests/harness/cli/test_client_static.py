@@ -21,8 +21,9 @@ def test_waves_form_by_the_static_rule_and_each_waits_for_the_last(servers, tmp_
     rows = [{"timestamp": at, "input_length": 24, "output_length": out} for at, out in zip(ARRIVALS_MS, OUTPUTS,
                                                                                            strict=True)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (tmp_path / "t.yaml").write_text(json.dumps({"name": "t", "seed": 1,
-                                                 "trace": {"path": "t.jsonl", "preset": "mooncake"}}))
+    columns = {"arrival": "timestamp", "prompt_tokens": "input_length", "output_tokens": "output_length"}
+    (tmp_path / "t.yaml").write_text(json.dumps({"name": "t", "seed": 1, "trace": {
+        "path": "t.jsonl", "columns": columns, "time_unit": "ms"}}))
     server = servers.get("continuous", B)
     out = tmp_path / "run"
     result = subprocess.run(

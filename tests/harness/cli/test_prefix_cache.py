@@ -11,21 +11,23 @@ import pytest
 
 from launchers import ServerSpec, start
 
-BLOCK = 32
+# vLLM's CPU build caches whole blocks of 128 tokens: a shared prefix must span some.
+BLOCK = 128
 GROUPS = 3
 ROWS = 12
+PROMPT = 400
 
 
 def write_workload(tmp_path):
     """Rows 400 ms apart (each prefilled before the next comes), each opening with one of three
-    2-block prefixes, then two blocks of its own: 9 of 12 rows reuse 64 of their 100 tokens."""
-    rows = [{"timestamp": 400 * i, "input_length": 100, "output_length": 4,
+    2-block prefixes, then two blocks of its own: 9 of 12 rows reuse 256 of their 400 tokens."""
+    rows = [{"timestamp": 400 * i, "input_length": PROMPT, "output_length": 4,
              "hash_ids": [2 * (i % GROUPS), 2 * (i % GROUPS) + 1, 100 + 2 * i, 101 + 2 * i]} for i in range(ROWS)]
     (tmp_path / "agent.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     spec = {"name": "agent", "seed": 2, "prefix_cache": True,
             "trace": {"path": "agent.jsonl", "preset": "mooncake", "block_tokens": BLOCK}}
     (tmp_path / "agent.yaml").write_text(json.dumps(spec))
-    return (ROWS - GROUPS) * 2 * BLOCK / (ROWS * 100)
+    return (ROWS - GROUPS) * 2 * BLOCK / (ROWS * PROMPT)
 
 
 @pytest.mark.server
