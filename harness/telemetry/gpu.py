@@ -227,26 +227,15 @@ class GpuSampler:
         if self.server_url is not None and not is_this_machine(self.server_url):
             host = urlsplit(self.server_url).hostname
             return f"the server ({host}) runs on another machine, whose GPUs NVML cannot see from here"
+        opened = _open_nvml(self._load)
+        if isinstance(opened, str):
+            return opened
+        nvml, handles = opened
         try:
-            nvml = self._load()
-        except ImportError:
-            return "nvidia-ml-py (module pynvml) is not installed"
-        try:
-            nvml.nvmlInit()
-        except nvml.NVMLError as exc:
-            return f"NVML did not start ({exc}): no NVIDIA driver on this machine"
-        try:
-            count = nvml.nvmlDeviceGetCount()
-            devices = [
-                _Device(i, handle, _unsupported(nvml, handle))
-                for i, handle in enumerate(nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count))
-            ]
+            devices = [_Device(i, handle, _unsupported(nvml, handle)) for i, handle in enumerate(handles)]
         except nvml.NVMLError as exc:
             _shutdown(nvml)
             return f"NVML could not list the GPUs ({exc})"
-        if not devices:
-            _shutdown(nvml)
-            return "NVML sees no GPU on this machine"
         self._nvml, self._devices = nvml, devices
         return None
 
@@ -310,18 +299,34 @@ def _name(nvml: Nvml, handle: Any) -> str:
 def gpu_inventory(nvml: Callable[[], Nvml] = import_pynvml) -> list[tuple[str, int]]:
     """This machine's GPUs as NVML lists them, (name, memory in bytes) by index; [] where NVML
     cannot be read (no library, no driver, no GPU)."""
-    try:
-        library = nvml()
-    except ImportError:
+    opened = _open_nvml(nvml)
+    if isinstance(opened, str):
         return []
+    library, handles = opened
     try:
-        library.nvmlInit()
-    except library.NVMLError:
-        return []
-    try:
-        handles = [library.nvmlDeviceGetHandleByIndex(i) for i in range(library.nvmlDeviceGetCount())]
         return [(_name(library, handle), _memory_total(library, handle)) for handle in handles]
     except library.NVMLError:
         return []
     finally:
         _shutdown(library)
+
+
+def _open_nvml(load: Callable[[], Nvml]) -> tuple[Nvml, list[Any]] | str:
+    """NVML started and every GPU's handle; or why not, in words (NVML shut again where it had started)."""
+    try:
+        nvml = load()
+    except ImportError:
+        return "nvidia-ml-py (module pynvml) is not installed"
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return f"NVML did not start ({exc}): no NVIDIA driver on this machine"
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    except nvml.NVMLError as exc:
+        _shutdown(nvml)
+        return f"NVML could not list the GPUs ({exc})"
+    if not handles:
+        _shutdown(nvml)
+        return "NVML sees no GPU on this machine"
+    return nvml, handles
