@@ -18,6 +18,7 @@ import httpx
 from harness.errors import UsageError
 from harness.settings import Settings
 from harness.systems import Mode
+from harness.workload.prefixes import PREFIX_CACHE_OFF
 from launchers.engine.engine_env import BATCH_WAIT_ENV, STEP_LOG_ENV
 from launchers.engine.vllm_releases import OVERRIDE_FLAG, ReleaseSupport, judge_release
 from launchers.handle import ServerProcess, launch
@@ -172,7 +173,7 @@ def build_command(
     # most of them cached, so a run's cost depends on what ran before it
     # (docs/validation/reproduction.md).
     # `--vllm-arg=--enable-prefix-caching` turns it back on (the last flag wins).
-    argv += ["--no-enable-prefix-caching"]
+    argv += [PREFIX_CACHE_OFF]
     argv += list(spec.vllm_args)
     return argv, env
 

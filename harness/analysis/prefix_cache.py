@@ -26,10 +26,7 @@ import numpy as np
 from harness.analysis.cells import Cell
 from harness.analysis.levels import Level
 from harness.rundir.reader import RunData
-from harness.workload.prefixes import conversation_reuse, planned_reuse
-
-# vLLM's switches for its prefix cache; the launcher puts the off switch before the user's arguments.
-CACHE_ON, CACHE_OFF = "--enable-prefix-caching", "--no-enable-prefix-caching"
+from harness.workload.prefixes import PREFIX_CACHE_OFF, PREFIX_CACHE_ON, conversation_reuse, planned_reuse
 
 
 @dataclass(frozen=True)
@@ -65,8 +62,8 @@ def _cache_on(data: RunData) -> bool | None:
     server = data.manifest.server
     if server is None or server.mode is None:
         return None
-    switches = [arg for arg in server.vllm_args if arg in (CACHE_ON, CACHE_OFF)]
-    return bool(switches) and switches[-1] == CACHE_ON
+    switches = [arg for arg in server.vllm_args if arg in (PREFIX_CACHE_ON, PREFIX_CACHE_OFF)]
+    return bool(switches) and switches[-1] == PREFIX_CACHE_ON
 
 
 def _planned(data: RunData) -> float:
@@ -91,7 +88,7 @@ def _engine(data: RunData) -> float:
 
 def _metrics(data: RunData) -> float:
     telemetry = data.telemetry
-    if telemetry.empty or "prefix_cache_queries_total" not in telemetry:
+    if telemetry.empty:
         return math.nan
     ordered = telemetry.sort_values("t")
     queries = ordered["prefix_cache_queries_total"].iloc[-1] - ordered["prefix_cache_queries_total"].iloc[0]

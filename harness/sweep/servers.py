@@ -17,15 +17,13 @@ from harness.errors import UsageError
 from harness.sweep.placing import placed_configs
 from harness.systems import MODES, ServerMode
 from harness.telemetry.gpu import gpu_inventory
+from harness.workload.prefixes import PREFIX_CACHE_ON
 from launchers.handle import ServerProcess
 from launchers.kinds import kind_of
 from launchers.spec import Endpoints, ServerConfig
 
 if TYPE_CHECKING:
     from harness.workload.spec import WorkloadSpec
-
-# vLLM's switch for its prefix cache; the launcher turns it off unless this comes after.
-PREFIX_CACHE_ARG = "--enable-prefix-caching"
 
 
 @dataclass(frozen=True)
@@ -91,8 +89,8 @@ def server_for(server: ServerConfig, workloads: Sequence[WorkloadSpec]) -> Serve
     if len(wanted) > 1:
         raise UsageError(f"prefix_cache: workload {wanted[True]} turns the prefix cache on and {wanted[False]} leaves"
                          " it off, and one job's servers serve both: run them as separate jobs")
-    if True in wanted and PREFIX_CACHE_ARG not in server.vllm_args:
-        return server.model_copy(update={"vllm_args": (*server.vllm_args, PREFIX_CACHE_ARG)})
+    if True in wanted and PREFIX_CACHE_ON not in server.vllm_args:
+        return server.model_copy(update={"vllm_args": (*server.vllm_args, PREFIX_CACHE_ON)})
     return server
 
 

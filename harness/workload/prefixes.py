@@ -21,6 +21,10 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+# vLLM's switches for its prefix cache. The launcher passes the off switch before the user's
+# arguments (the last one wins); a workload's `prefix_cache: true` adds the on switch after.
+PREFIX_CACHE_ON, PREFIX_CACHE_OFF = "--enable-prefix-caching", "--no-enable-prefix-caching"
+
 
 class PrefixIdsError(ValueError):
     """A request's hash_ids is not a list of ids."""
