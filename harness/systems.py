@@ -50,6 +50,15 @@ MODES: tuple[Mode, ...] = tuple(dict.fromkeys(VLLM_SERVER_MODE.values()))
 SERVER_MODES: tuple[ServerMode, ...] = tuple(dict.fromkeys(SERVER_MODE.values()))
 
 
+def system_pair(ratio: str) -> tuple[SystemName, SystemName] | None:
+    """The two systems of a ratio's name ("continuous/static"); None if either is not a system."""
+    top, _, bottom = ratio.partition("/")
+    by_name = {system: system for system in ALL_SYSTEMS}
+    if top not in by_name or bottom not in by_name:
+        return None
+    return by_name[top], by_name[bottom]
+
+
 def shown_systems(measured: Iterable[str]) -> tuple[SystemName, ...]:
     """The systems a table shows: vLLM's three always, any other where it was measured."""
     present = set(measured)

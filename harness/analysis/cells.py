@@ -23,6 +23,7 @@ from harness.analysis.gap import GapEntry
 from harness.analysis.health import (
     HeadlineMember,
     Health,
+    Verdict,
     cell_health,
     coalesced_share,
     headline_health,
@@ -68,21 +69,36 @@ class Cell:
 class HeadlineRow:
     """At one spread level: continuous over static and over naive, and whether to trust them.
 
-    The verdict is on the ratios themselves (harness.analysis.health.headline_health), at one
-    machine speed where every run has an engine log, not on the cells' absolute figures,
-    which move with the machine's speed.
+    The verdict is on the ratios as shown (harness.analysis.health.headline_health), not on
+    the cells' absolute figures, which move with the machine's speed; the same ratios at
+    one machine speed say why a ratio did not repeat.
     """
 
     level: Level
     ratios: dict[str, Estimate]
-    stable: bool
+    verdict: Verdict
+    # Why it is UNSTABLE, in full (empty otherwise).
     reasons: tuple[str, ...]
-    # The same ratios with every run at one machine speed (harness.analysis.speed).
+    # The same ratios with every run at one machine speed (harness.analysis.speed): a diagnostic.
     normalised_ratios: dict[str, Estimate] = field(default_factory=dict)
-    # Each failed check in a few words (`reasons` has them in full).
+    # Each failed check that makes it UNSTABLE or NOISY, in a few words.
     briefs: tuple[str, ...] = ()
     # Warnings that do not change the verdict, e.g. the machine's speed varied between repetitions.
     notes: tuple[str, ...] = ()
+    # Why it is NOISY, in full (empty otherwise).
+    noisy: tuple[str, ...] = ()
+    # Runs of its systems that failed only a check of precision (a warning each; also in `notes`).
+    run_warnings: tuple[str, ...] = ()
+
+    @property
+    def stable(self) -> bool:
+        """Every ratio repeated within its limit."""
+        return self.verdict == "stable"
+
+    @property
+    def usable(self) -> bool:
+        """Not UNSTABLE: its ratios, with their intervals, may be reported and judged."""
+        return self.verdict != "unstable"
 
 
 def assess_run(
@@ -189,8 +205,33 @@ def _member(system: str, cell: Cell) -> HeadlineMember:
     return HeadlineMember(system, tuple(run.health for run in cell.runs), tuple(run.engine for run in cell.runs))
 
 
+def level_ratios(cells: Sequence[Cell], pairs: Sequence[tuple[str, str]],
+                 value: Callable[[AssessedRun], float] = _measured_tok_s) -> dict[tuple[Level, str], Estimate]:
+    """At each level, `a/b` for every pair in `pairs` whose two cells exist: run_ratio of their runs.
+
+    The one estimate of a ratio that every section of a report shows (headline, gap table,
+    findings, published comparison). `value`: what is divided (total tok/s by default).
+    """
+    by_level: dict[Level, dict[str, Cell]] = {}
+    for cell in cells:
+        by_level.setdefault(cell.level, {})[cell.system] = cell
+    ratios = {}
+    for level, systems in by_level.items():
+        for numerator, denominator in pairs:
+            if numerator in systems and denominator in systems:
+                a, b = systems[numerator].runs, systems[denominator].runs
+                if value is _normalised and not all(run.normalised is not None for run in (*a, *b)):
+                    continue
+                ratio = run_ratio(a, b, value)
+                if ratio is not None:
+                    ratios[level, f"{numerator}/{denominator}"] = ratio
+    return ratios
+
+
 def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     """One row per spread level that has continuous and at least one of static or naive."""
+    measured = level_ratios(cells, HEADLINE_RATIOS)
+    at_one_speed = level_ratios(cells, HEADLINE_RATIOS, _normalised)
     by_level: dict[Level, dict[str, Cell]] = {}
     for cell in cells:
         by_level.setdefault(cell.level, {})[cell.system] = cell
@@ -198,21 +239,14 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     for level, systems in by_level.items():
         if "continuous" not in systems:
             continue
-        ratios, normalised = {}, {}
-        for numerator, denominator in HEADLINE_RATIOS:
-            if denominator not in systems:
-                continue
-            a, b = systems[numerator].runs, systems[denominator].runs
-            ratio = run_ratio(a, b)
-            if ratio is not None:
-                ratios[f"{numerator}/{denominator}"] = ratio
-            at_one_speed = run_ratio(a, b, _normalised)
-            if at_one_speed is not None and all(run.normalised is not None for run in (*a, *b)):
-                normalised[f"{numerator}/{denominator}"] = at_one_speed
+        names = [f"{a}/{b}" for a, b in HEADLINE_RATIOS]
+        ratios = {name: measured[level, name] for name in names if (level, name) in measured}
+        normalised = {name: at_one_speed[level, name] for name in names if (level, name) in at_one_speed}
         members = [_member(system, systems[system])
                    for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair) if system in systems]
         health = headline_health(ratios, members, normalised)
         if ratios:
-            rows.append(HeadlineRow(level, ratios, health.stable, tuple(health.reasons), normalised,
-                                    tuple(health.briefs), tuple(health.notes)))
+            rows.append(HeadlineRow(level, ratios, health.verdict, tuple(health.reasons), normalised,
+                                    tuple(health.briefs), tuple(health.notes), tuple(health.noisy),
+                                    tuple(health.run_warnings)))
     return sorted(rows, key=lambda row: level_order(row.level))

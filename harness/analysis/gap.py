@@ -202,6 +202,20 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
+def with_repeated_ratios(table: pd.DataFrame, ratios: Mapping[tuple[Level, str], float]) -> pd.DataFrame:
+    """`table` with each ratio column `a/b` at each level replaced by `ratios[(level, "a/b")]` where given.
+
+    The report's one figure per ratio: over repetitions, the headline's estimate (each
+    repetition's ratio, averaged), not the quotient of the two median runs' figures.
+    """
+    out = table.copy()
+    for index, level in zip(out.index, out["level"], strict=True):
+        for column in out.columns:
+            if "/" in column and (level, column) in ratios:
+                out.at[index, column] = ratios[level, column]
+    return out
+
+
 def check_acceptance(table: pd.DataFrame, tolerance: float = 0.10, beat_above: int = 32) -> list[str]:
     """Human-readable findings on a `gap_table`, each starting PASS, FAIL or SKIP.
 

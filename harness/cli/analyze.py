@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
             f"batchbench: warning: PARTIAL report: {len(report.partial)} runs do not answer for their plan",
             file=sys.stderr,
         )
-    if not report.stable:
+    if not report.usable:
         print("batchbench: warning: UNSTABLE cells: see the report's headline", file=sys.stderr)
     print(report.paths.html)
     return 0

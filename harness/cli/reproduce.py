@@ -58,8 +58,8 @@ def exit_code(result: ReproductionResult, job: Reproduction) -> int:
     if job.quick:
         logger.info("smoke run: every request completed; stability is not judged; exit 0")
         return 0
-    if not report.stable:
-        unstable = ", ".join(str(row.level) for row in report.headline if not row.stable) or "no headline"
+    if not report.usable:
+        unstable = ", ".join(str(row.level) for row in report.headline if not row.usable) or "no headline"
         logger.info(f"UNSTABLE headline ratios ({unstable}): the report says why; exit {EXIT_UNSTABLE}")
         return EXIT_UNSTABLE
     return 0

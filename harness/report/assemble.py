@@ -19,8 +19,8 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.assess import assess_run_dirs
-from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headline, median_run
-from harness.analysis.gap import gap_table
+from harness.analysis.cells import AssessedRun, HeadlineRow, build_cells, headline, level_ratios, median_run
+from harness.analysis.gap import gap_table, with_repeated_ratios
 from harness.analysis.levels import Level, level_name
 from harness.analysis.prefix_cache import prefix_cache_uses
 from harness.analysis.step_predict import server_step_costs
@@ -32,6 +32,7 @@ from harness.report.document import Block, Bullets, Paragraph
 from harness.report.facts import ReportExtras, ReportRun, gather_facts
 from harness.report.headline import (
     PAIRED,
+    at_one_speed_blocks,
     cell_blocks,
     client_bound_blocks,
     headline_blocks,
@@ -41,6 +42,7 @@ from harness.report.headline import (
 from harness.report.prefix_cache import prefix_cache_blocks, prefix_cache_summary
 from harness.report.reference import reference_comparison
 from harness.report.render import ReportPaths, render_report
+from harness.report.setup import measured_runs, setup_lines
 from harness.report.step_cost_summary import StepCostSummary
 from harness.report.trace import trace_blocks, trace_summary
 from harness.report.untested import untested_title, untested_vllm_blocks
@@ -84,11 +86,9 @@ def assemble_report(
     for cell in cells:
         pick = median_run(cell)
         chosen.append(ReportRun(pick.entry, pick.data))
-        if len(cell.runs) > 1:
-            notes.append(
-                f"{cell.system} at {cell.level}: {len(cell.runs)} repetitions; the per-system tables show the median"
-                f" run, {pick.data.path.name}."
-            )
+    if any(len(cell.runs) > 1 for cell in cells):
+        notes.append("Where a cell was repeated, the per-system tables (throughput, latency, occupancy) show its"
+                     " median run; every run is in 'Every cell, repeated' and summary.json.")
     in_sample = sorted({run_id for run_id, fitted in predictions.items() if not fitted.held_out})
     if in_sample:
         notes.append(
@@ -98,21 +98,24 @@ def assemble_report(
     partial = [f"{run.data.path.name}: {'; '.join(run.data.partial)}" for run in assessed if run.data.partial]
     untested = untested_vllm([run.data.manifest.server for run in assessed])
     title = untested_title(PARTIAL_TITLE if partial else ReportExtras().title, untested)
+    step_costs = server_step_costs(runs)
     extras = ReportExtras(
         title=f"{stage.line()}. {title}" if stage else title,
         caveats=notes,
-        step_costs=[StepCostSummary.of(m) for m in server_step_costs(runs)],
+        step_costs=[StepCostSummary.of(m) for m in step_costs],
     )
     # A smoke run judges no stability: that it is not a measurement is the one reason.
     blocked = ["a smoke run (--quick) is not a measurement"] if smoke else [
         f"{level_name(row.level)} is UNSTABLE ({'; '.join(row.briefs or row.reasons)})"
-        for row in rows if not row.stable
+        for row in rows if not row.usable
     ]
     table = gap_table([run.entry for run in chosen])
+    pairs = [(top, bottom) for top, bottom in (column.split("/") for column in table.columns if "/" in column)]
+    table = with_repeated_ratios(table, {key: ratio.point for key, ratio in level_ratios(cells, pairs).items()})
     # A trace's shape and its latency gap lead: its arrivals are open loop, so throughput follows its rate.
     replays = trace_replays(cells)
     cached = prefix_cache_uses(cells)
-    against_reference, reference_entry = reference_comparison(rows, assessed, packaged_reference(), smoke)
+    against_reference, reference_entry = reference_comparison(rows, assessed, packaged_reference(), smoke, step_costs)
     paths = write_report(
         chosen,
         table,
@@ -125,13 +128,14 @@ def assemble_report(
             *calibration_blocks([run.data.manifest for run in assessed]),
             *client_bound_blocks(assessed),
             *trace_blocks(replays),
-            *headline_blocks(rows, smoke, assessment.common_fit,
-                            [run.normalised.speed for run in assessed if run.normalised is not None], table),
+            *headline_blocks(rows, smoke, setup_lines(measured_runs(assessed)), table),
             *against_reference,
         ],
-        details=[*prefix_cache_blocks(cached), *cell_blocks(cells)],
+        details=[*prefix_cache_blocks(cached), *cell_blocks(cells),
+                 *at_one_speed_blocks(rows, assessment.common_fit,
+                                      [run.normalised.speed for run in assessed if run.normalised is not None])],
         blocked=blocked,
-        blocked_levels=None if smoke else [row.level for row in rows if not row.stable],
+        blocked_levels=None if smoke else [row.level for row in rows if not row.usable],
         summary_extra=headline_summary(rows, cells, smoke) | {"partial": partial, "untested_vllm": untested,
                                                               "stage": stage.line() if stage else None,
                                                               "traces": trace_summary(replays),
@@ -141,7 +145,7 @@ def assemble_report(
         headline_ratio=PAIRED if paired_ratios(rows) else "",
     )
     return AssembledReport(
-        paths, stable=bool(rows) and all(row.stable for row in rows), headline=rows, partial=partial,
+        paths, usable=bool(rows) and all(row.usable for row in rows), headline=rows, partial=partial,
         assessed=assessed,
     )
 
@@ -201,10 +205,11 @@ def write_report(
 
 @dataclass(frozen=True)
 class AssembledReport:
-    """What was written, and whether every headline row is stable (reproduce's exit code)."""
+    """What was written, and whether no headline row is UNSTABLE (reproduce's exit code)."""
 
     paths: ReportPaths
-    stable: bool
+    # Every headline row STABLE or NOISY: its ratios, with their intervals, may be read.
+    usable: bool
     headline: list[HeadlineRow]
     # One line per run that does not answer for its plan; empty for a whole report.
     partial: list[str]

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.cells import AssessedRun, Cell, HeadlineRow
+from harness.analysis.health import MAX_HEADLINE_HALF_WIDTH
 from harness.analysis.levels import Level, level_name, level_order
 from harness.analysis.stats import Estimate
 from harness.analysis.step_cost_fit import StepCostFit
@@ -24,75 +25,120 @@ SMOKE_BANNER = ("Smoke run, not a measurement: cells are too short and too few t
                 " every request completes; stability is not judged.")
 
 
-def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, common_fit: StepCostFit | None = None,
-                    speeds: Sequence[float] = (), table: pd.DataFrame | None = None) -> list[Block]:
-    """The answer: at each spread level, continuous over static and naive, with intervals.
+def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, setup: Sequence[str] = (),
+                    table: pd.DataFrame | None = None) -> list[Block]:
+    """The answer, the setup and whether to trust it, in the order a reader needs them.
 
-    The table sits beside a plot of the same ratios and, from the gap `table`'s predicted
-    columns, their predictions; under them one short line per unstable level.
+    One figure per ratio: each level's ratio as harness.analysis.cells.level_ratios gives it,
+    with its interval; the table sits beside a plot of the same ratios and, from the gap
+    `table`'s predicted columns, their predictions; under them one line per level that is
+    not STABLE. The same ratios at one machine speed are a diagnostic (at_one_speed_blocks).
     """
     blocks: list[Block] = []
     if smoke:
         blocks.append(Paragraph(f"**{SMOKE_BANNER}**"))
-    unstable = [] if smoke else [row for row in rows if not row.stable]
-    verdict = (
-        "Stability is not judged in a smoke run."
-        if smoke
-        else "Every headline ratio is STABLE."
-        if not unstable
-        else f"UNSTABLE at {', '.join(level_name(row.level) for row in unstable)}: no acceptance line is drawn"
-        " from those levels (one line each under the table; the cells in full under 'Every cell, repeated')."
-    )
-    warned = [] if smoke else [level_name(row.level) for row in rows if row.notes]
-    if warned:
-        verdict += (f" At {', '.join(warned)} the machine's speed or the schedule varied between runs"
-                    " (warnings under 'Every cell, repeated'): the verdict is on the ratios, at one speed where"
-                    " every run has an engine log, not on the cells' absolute figures.")
-    how = (
-        f"{PAIRED} (the systems ran back to back in every repetition, so drift between repetitions cancels)"
-        if paired_ratios(rows) else "the ratio of the systems' median"
-    )
-    blocks.append(Paragraph(
-        f"Throughput gain of continuous batching in total tok/s ((prompt + useful tokens) / makespan): {how},"
-        f" with {_ratio_interval(rows)}. {verdict}"
-    ))
+    if rows:
+        blocks.append(Paragraph(f"**{answer_sentence(rows, smoke)}** {_how(rows)} {_verdict_sentence(rows, smoke)}"))
+    if setup:
+        blocks.append(Bullets(tuple(setup)))
     ratio_names = list(dict.fromkeys(name for row in rows for name in row.ratios))
-    at_one_speed = [name for name in ratio_names if any(name in row.normalised_ratios for row in rows)]
-    header = ("spread", *ratio_names, *(f"{name} at one speed" for name in at_one_speed), "verdict")
+    header = ("spread", *ratio_names, "verdict")
     body = tuple(
-        (
-            level_name(row.level),
-            *(_ratio(row.ratios.get(name)) for name in ratio_names),
-            *(_ratio(row.normalised_ratios.get(name)) for name in at_one_speed),
-            "not judged" if smoke else "stable" if row.stable else "UNSTABLE",
-        )
+        (level_name(row.level), *(_ratio(row.ratios.get(name)) for name in ratio_names),
+         "not judged" if smoke else row.verdict.upper() if row.verdict != "stable" else "stable")
         for row in rows
     )
     headline_table = Table(header, body, table_id="headline")
     blocks.append(SideBySide(headline_table, Image("headline", headline_plot(ratio_points(rows, table)),
                                                    HEADLINE_CAPTION)) if rows else headline_table)
-    if unstable:
-        blocks.append(Bullets(tuple(unstable_line(row) for row in unstable)))
-    if at_one_speed and common_fit is not None and speeds:
-        blocks.append(Paragraph(
-            "At one speed: the same runs with each run's busy engine time re-priced by one step-cost model fitted"
+    if not smoke:
+        lines = [*(verdict_line(row) for row in rows if row.verdict != "stable"),
+                 *(f"{level_name(row.level)}, warning: {warning}" for row in rows for warning in row.run_warnings)]
+        if lines:
+            blocks.append(Bullets(tuple(lines)))
+    return blocks
+
+
+def answer_sentence(rows: Sequence[HeadlineRow], smoke: bool = False) -> str:
+    """The answer in one sentence: each ratio at every level whose verdict lets it be read (all in a smoke run)."""
+    usable = list(rows) if smoke else [row for row in rows if row.usable]
+    parts = []
+    for name in dict.fromkeys(name for row in rows for name in row.ratios):
+        top, bottom = name.split("/")
+        figures = [f"{row.ratios[name].point:.2f}× at {level_name(row.level)}" for row in usable if name in row.ratios]
+        if figures:
+            listed = ", ".join(figures[:-1]) + f" and {figures[-1]}" if len(figures) > 1 else figures[0]
+            parts.append(f"{top} batching over {bottom}: {listed}")
+    if not parts:
+        return "No ratio can be read: every level is UNSTABLE."
+    answer = "; ".join(parts)
+    return answer[0].upper() + answer[1:] + "."
+
+
+def _how(rows: Sequence[HeadlineRow]) -> str:
+    """What the figures are: total tok/s, how repetitions are combined, what the interval means."""
+    counts = sorted({ratio.n for row in rows for ratio in row.ratios.values()})
+    how = (f"the geometric mean of {'/'.join(map(str, counts))} repetitions' ratios, the systems back to back in each"
+           if paired_ratios(rows) else "the ratio of the systems' medians")
+    return f"Total tok/s ((prompt + useful tokens) / makespan), {how}; {_ratio_interval(rows)} in the table."
+
+
+def _verdict_sentence(rows: Sequence[HeadlineRow], smoke: bool) -> str:
+    """Whether to trust the answer, level by level, in one sentence."""
+    if smoke:
+        return "Stability is not judged in a smoke run."
+    by_verdict: dict[str, list[str]] = {}
+    for row in rows:
+        by_verdict.setdefault(row.verdict, []).append(level_name(row.level))
+    said = {
+        "stable": f"every repetition's ratio within ±{MAX_HEADLINE_HALF_WIDTH:.0%} of the ratio shown",
+        "noisy": "the machine's speed moved between runs while the schedules repeated: read the interval, not"
+                 " the point",
+        "unstable": "no finding is drawn from it",
+    }
+    parts = [f"{verdict.upper()} at {', '.join(levels)} ({said[verdict]})"
+             for verdict in ("stable", "noisy", "unstable") if (levels := by_verdict.get(verdict))]
+    return "Verdict: " + "; ".join(parts) + "."
+
+
+def at_one_speed_blocks(rows: Sequence[HeadlineRow], common_fit: StepCostFit | None,
+                        speeds: Sequence[float]) -> list[Block]:
+    """The diagnostic behind NOISY: the headline's ratios with every run re-priced at one machine speed."""
+    names = list(dict.fromkeys(name for row in rows for name in row.normalised_ratios))
+    if not names or common_fit is None or not speeds:
+        return []
+    body = tuple(
+        (level_name(row.level),
+         *(f"{_ratio(row.ratios.get(name))}, ±{row.ratios[name].repeat_spread:.1%}" if name in row.ratios else "–"
+           for name in names),
+         *(f"{_ratio(row.normalised_ratios.get(name))}, ±{row.normalised_ratios[name].repeat_spread:.1%}"
+           if name in row.normalised_ratios else "–" for name in names))
+        for row in rows
+    )
+    return [
+        Heading("Why a ratio moved: the same runs at one machine speed"),
+        Paragraph(
+            "A diagnostic, not a second answer. Each run's busy engine time re-priced by one step-cost model fitted"
             f" on every run's engine steps (R² {common_fit.r_squared:.2f}, {common_fit.steps:,} steps): the"
             " schedule each system really ran, at one machine speed. The runs' measured speed against that model"
-            f" ranged {min(speeds):.2f}–{max(speeds):.2f} (1 = the model's pace). The verdict is on the ratios at"
-            " one speed: the machine's speed moves from one run to the next, which pairing by repetition does not"
-            " cancel (docs/methodology.md#health-and-the-unstable-verdict); where the model misprices one system's"
-            " steps they inherit that, so read the measured ratios beside them."
-        ))
-    return blocks
+            f" ranged {min(speeds):.2f}–{max(speeds):.2f} (1 = the model's pace). Where the measured ratio's"
+            " repetitions spread wider than the ratios at one speed, the machine's speed moved between runs (NOISY);"
+            " where both spread, the schedules differed (UNSTABLE). The model prices one step the same in every"
+            " system, so the two columns also differ where it misprices one system's steps."
+            " ±: half the range of the repetitions' ratios over the ratio."
+        ),
+        Table(("spread", *(f"{name} measured" for name in names), *(f"{name} at one speed" for name in names)),
+              body, table_id="at-one-speed", numeric=False),
+    ]
 
 
 HEADLINE_CAPTION = ("Continuous over static and over naive against spread: each ratio with its interval (as in the"
                     " table); dashed, the step-cost model's predictions.")
 
 
-def unstable_line(row: HeadlineRow) -> str:
-    """One short line on why a headline level is UNSTABLE."""
-    return f"{level_name(row.level)}: {'; '.join(row.briefs or row.reasons)}"
+def verdict_line(row: HeadlineRow) -> str:
+    """One line on why a headline level is NOISY or UNSTABLE."""
+    return f"{level_name(row.level)}, {row.verdict.upper()}: {'; '.join(row.briefs or row.reasons)}"
 
 
 def ratio_points(rows: Sequence[HeadlineRow], table: pd.DataFrame | None) -> dict[str, list[RatioPoint]]:
@@ -128,8 +174,8 @@ def _ratio_interval(rows: Sequence[HeadlineRow]) -> str:
     labels = sorted({ratio.interval_label for row in rows for ratio in row.ratios.values()})
     if not labels or labels == ["no interval"]:
         return "no interval (one repetition)"
-    return (f"its {' or '.join(labels)} (Student's t on the log ratios: it holds the true ratio that often when"
-            " the runs' noise is multiplicative and normal in the log)")
+    paired = " (Student's t on the log ratios)" if paired_ratios(rows) else ""
+    return f"{' or '.join(labels)}s{paired}"
 
 
 def client_bound_blocks(runs: Sequence[AssessedRun]) -> list[Block]:
@@ -173,9 +219,10 @@ def cell_blocks(cells: Sequence[Cell]) -> list[Block]:
             f" an interval holds the true median, whatever the distribution ({_method(cells)}): with 3 runs it is"
             " their range, which holds the median 75% of the time; 95% needs 6 runs. Client vs engine:"
             " the largest difference between the client's generated tok/s and the engine's own step log in any run"
-            " of the cell ('client only' for servers the harness did not launch). A cell's verdict is on its absolute"
-            " figure: a cell spread only because the machine's speed varied carries a warning, since the headline's"
-            " ratios at one speed remove that."
+            " of the cell ('client only' for servers the harness did not launch). A cell's absolute figure moves"
+            " with the machine's speed, which the headline's paired ratios cancel in part: a spread cell carries a"
+            " warning saying whether its schedule or the machine's speed moved it; it is UNSTABLE only when a run"
+            " failed a check beyond precision."
         ),
         Table(header, tuple(rows), table_id="cells", numeric=False),
     ]
@@ -193,13 +240,17 @@ def headline_summary(rows: Sequence[HeadlineRow], cells: Sequence[Cell], smoke: 
         "smoke": smoke,
         "client_bound": client_bound_runs([run for cell in cells for run in cell.runs]),
         "stable": all(row.stable for row in rows),
+        "usable": all(row.usable for row in rows),
         "headline": [
             {
                 "level": row.level,
                 "ratios": {name: _estimate(estimate) for name, estimate in row.ratios.items()},
                 "ratios_at_one_speed": {name: _estimate(estimate) for name, estimate in row.normalised_ratios.items()},
+                "verdict": row.verdict,
                 "stable": row.stable,
                 "reasons": list(row.reasons),
+                "noisy": list(row.noisy),
+                "run_warnings": list(row.run_warnings),
                 "notes": list(row.notes),
             }
             for row in rows

@@ -5,8 +5,7 @@ Also the model cards those computed numbers come from."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -15,9 +14,10 @@ from harness.report.causes import cause_sentences, cause_table
 from harness.report.document import Block, Heading, Paragraph, Table
 from harness.report.facts import QUOTED_BATCHES, SEED_OUTPUTS, ReportFacts, ReportRun, unique
 from harness.report.format import ms, num
+from harness.report.setup import measured_runs, plan_lines
 
-# Measured ratios here are the gap table's: the median runs' figures divided.
-MEDIAN_RUNS = " (ratio of the median runs)"
+# Measured ratios here are the headline's, which the gap table carries.
+AS_HEADLINE = " (as in the headline)"
 NOT_FASTER_TRANSFORMER = ("not comparable: static here is vLLM's own engine admitting only into an empty batch, not"
                           " FasterTransformer's kernels (docs/methodology.md)")
 
@@ -36,12 +36,12 @@ def published_section(facts: ReportFacts) -> list[Block]:
          _batch_sizes(runs, "naive")),
         ("vLLM (continuous batching + PagedAttention) over naive", "~23x",
          _per_level(caps, "continuous", "naive", predicted=True),
-         _per_level(caps, "continuous", "naive", note=MEDIAN_RUNS)),
+         _per_level(caps, "continuous", "naive", note=AS_HEADLINE)),
         ("Continuous batching alone over naive", "~8x", "—",
          "not separable here: our continuous system is vLLM itself"),
         ("Optimised static batching (FasterTransformer) over naive", "~4x",
          _per_level(caps, "static", "naive", predicted=True),
-         f"{NOT_FASTER_TRANSFORMER}; ours: {_per_level(caps, 'static', 'naive', note=MEDIAN_RUNS)}"),
+         f"{NOT_FASTER_TRANSFORMER}; ours: {_per_level(caps, 'static', 'naive', note=AS_HEADLINE)}"),
         ("Naive static batching at the widest spread", "~81 tok/s", _widest(caps, "naive_predicted_total_tok_s"),
          f"not comparable ({_models_and_hosts(runs)}, not OPT-13B on an A100): ours"
          f" {_widest(caps, 'naive_total_tok_s')}"),
@@ -71,37 +71,10 @@ def _models_and_hosts(runs: Sequence[ReportRun]) -> str:
 
 
 def _our_setup(runs: Sequence[ReportRun]) -> str:
-    manifests = [r.data.manifest for r in runs if is_cap(r.entry.level)]
-    if not manifests:
+    capped = [run for run in runs if is_cap(run.entry.level)]
+    if not capped:
         return "no cap-level runs"
-    workloads = unique(_describe_workload(m.workload.model_dump(mode="json")) for m in manifests)
-    models = ", ".join(unique(m.model for m in manifests))
-    cpus = ", ".join(unique(f"{m.host.cpu} ({m.host.cores} cores)" for m in manifests))
-    return f"{models} on {cpus}; {'; '.join(workloads)}; {_planned_means(runs)}"
-
-
-def _planned_means(runs: Sequence[ReportRun]) -> str:
-    """Each cap with the mean output its plans really hold: a cap near the exponential's scale lowers it."""
-    outputs: dict[int, list[int]] = {}
-    for run in runs:
-        if is_cap(run.entry.level):
-            planned = outputs.setdefault(int(run.entry.level), [])
-            if run.data.plan is not None:
-                planned.extend(int(request["output_tokens"]) for request in run.data.plan["requests"])
-    caps = sorted(outputs)
-    means = [f"{sum(outputs[cap]) / len(outputs[cap]):.0f}" if outputs[cap] else "?" for cap in caps]
-    return f"caps {'/'.join(map(str, caps))}, planned output means {'/'.join(means)} tokens"
-
-
-def _describe_workload(workload: Mapping[str, Any]) -> str:
-    prompt = workload.get("prompt_tokens") or {}
-    prompt_text = f"{prompt['value']} tokens" if prompt.get("kind") == "fixed" else f"{prompt.get('kind')} lengths"
-    count = workload.get("num_requests") or f"{workload.get('duration_s')} s of"
-    output = workload.get("output_tokens") or {}
-    arrival = (workload.get("arrival") or {}).get("kind", "?")
-    shape = (f"exponential of scale {output.get('mean')}, capped" if output.get("kind") == "exponential"
-             else str(output.get("kind")))
-    return f"{count} prompts of {prompt_text}, outputs {shape}, {arrival}"
+    return f"{_models_and_hosts(capped)}; {'; '.join(plan_lines(measured_runs(capped)))}"
 
 
 def _batch_sizes(runs: Sequence[ReportRun], system: str) -> str:
@@ -111,11 +84,14 @@ def _batch_sizes(runs: Sequence[ReportRun], system: str) -> str:
 
 
 def _per_level(caps: pd.DataFrame, a: str, b: str, predicted: bool = False, note: str = "") -> str:
-    suffix = "_predicted_total_tok_s" if predicted else "_total_tok_s"
-    parts = []
-    for level, top, bottom in zip(caps["level"], caps[f"{a}{suffix}"], caps[f"{b}{suffix}"], strict=True):
-        if bottom > 0 and not math.isnan(top):
-            parts.append(f"cap {level}: {top / bottom:.1f}x")
+    """a/b at each cap: the ratio of the predicted totals, or the measured ratio column (the headline's)."""
+    if predicted:
+        values = [top / bottom if bottom > 0 else math.nan for top, bottom in
+                  zip(caps[f"{a}_predicted_total_tok_s"], caps[f"{b}_predicted_total_tok_s"], strict=True)]
+    else:
+        values = list(caps[f"{a}/{b}"])
+    parts = [f"cap {level}: {value:.1f}x" for level, value in zip(caps["level"], values, strict=True)
+             if not math.isnan(value)]
     return ", ".join(parts) + note if parts else "—"
 
 

@@ -44,12 +44,12 @@ def overview_section(metadata: Mapping[str, Any]) -> list[Block]:
 def gap_section(table: pd.DataFrame, headline_ratio: str = "") -> list[Block]:
     """The gap table and the throughput plot.
 
-    `headline_ratio` names the headline's estimator of a ratio where it is not the ratio
-    of medians; the text then names both, since the two tables differ for one ratio.
+    `headline_ratio` names how the ratio columns combine repetitions where they are the
+    headline's (harness.analysis.gap.with_repeated_ratios), not the quotient of the runs shown.
     """
     estimators = (
-        " Here a ratio divides the median runs' figures (a ratio of medians); the headline's ratios are"
-        f" {headline_ratio}, so the two can differ by a few percent."
+        f" The ratio columns are the headline's ({headline_ratio}), so they need not equal the quotient of the"
+        " median runs' figures beside them."
         if headline_ratio else ""
     )
     blocks: list[Block] = [

@@ -14,7 +14,10 @@ from harness.analysis.health import Check, Health
 from harness.analysis.stats import paired_ratio_ci, unpaired_ratio_ci
 
 STABLE = Health(())
-UNSTABLE = Health((Check("makespan", 5.0, 20.0, False, "unstable", "run lasted 5.0 s"),))
+# A run that lost tokens: its figure is not the server's, whatever its repetitions show.
+UNSTABLE = Health((Check("token count", -10.0, 0.0, False, "unstable", "client received 90 tokens, engine generated 100"),))
+# A run that failed only a check of precision: a warning, judged by how the ratio repeats.
+IMPRECISE = Health((Check("makespan", 5.0, 20.0, False, "unstable", "run lasted 5.0 s"),))
 
 
 # Runs start in the order they are made unless told otherwise: one system's repetitions
@@ -61,7 +64,16 @@ def test_cell_health_comes_from_its_runs():
     assert cells["continuous", 32].health.stable
     assert not cells["static", 32].health.stable  # two repetitions
     naive = cells["naive", 32].health
-    assert not naive.stable and naive.reasons == ["1 of 3 runs unstable (run lasted 5.0 s)"]
+    assert not naive.stable
+    assert naive.reasons == ["1 of 3 runs unstable (client received 90 tokens, engine generated 100)"]
+
+
+def test_a_run_that_failed_only_on_precision_leaves_its_cell_a_warning():
+    cells = cells_of([run("naive", 32, 50.0), run("naive", 32, 50.5, IMPRECISE), run("naive", 32, 51.0)])
+    naive = cells["naive", 32].health
+    assert naive.stable and naive.verdict == "stable"
+    assert naive.notes == ["1 of 3 runs with a warning (run lasted 5.0 s): the ratio's repetitions show whether it"
+                           " moved the figure"]
 
 
 @pytest.mark.parametrize(
@@ -111,7 +123,16 @@ def test_headline_is_unstable_when_a_run_of_its_systems_is():
     runs = level_runs(32, health={"static": UNSTABLE})
     (row,) = headline(build_cells(runs))
     assert not row.stable
-    assert row.reasons == ("static: 3 of 3 runs unstable (run lasted 5.0 s)",)
+    assert row.verdict == "unstable" and not row.usable
+    assert row.reasons == ("static: 3 of 3 runs unstable (client received 90 tokens, engine generated 100)",)
+
+
+def test_a_run_short_of_precision_is_a_warning_in_the_headline_not_its_verdict():
+    runs = [*level_runs(32, ("continuous", "naive")), *level_runs(32, ("static",), health={"static": IMPRECISE})]
+    (row,) = headline(build_cells(runs))
+    assert row.stable and row.reasons == ()
+    assert row.run_warnings == ("static: 3 of 3 runs with a warning (run lasted 5.0 s): the ratio's repetitions"
+                                " show whether it moved the figure",)
 
 
 def test_headline_names_each_failed_ratio_then_each_failed_system():
@@ -120,7 +141,7 @@ def test_headline_names_each_failed_ratio_then_each_failed_system():
     (row,) = headline(build_cells(runs))
     assert not row.stable
     assert row.reasons == ("continuous/naive: 1 repetition(s), fewer than 3: no interval",
-                           "continuous: 1 of 4 runs unstable (run lasted 5.0 s)")
+                           "continuous: 1 of 4 runs unstable (client received 90 tokens, engine generated 100)")
 
 
 def test_headline_ignores_systems_outside_its_ratios():
