@@ -27,11 +27,19 @@ def add_parser(subparsers) -> None:
         help="predict continuous, static and naive throughput on a GPU from the hardware card alone",
         description=f"Known setups (model/gpu): {', '.join(SETUPS)}.",
     )
-    parser.add_argument("--model", required=True, choices=MODELS, help="model profile")
-    parser.add_argument("--gpu", required=True, choices=GPUS, help="GPU card")
+    from harness.jobs.presets import PRESETS
+
+    parser.add_argument("--model", choices=MODELS, help="model profile (required without --preset)")
+    parser.add_argument("--gpu", choices=GPUS, help="GPU card (required without --preset)")
     parser.add_argument(
-        "--workloads", required=True,
+        "--workloads",
         help="comma-separated workload files or names; each a burst, or with --rates each with Poisson arrivals"
+        " (required without --preset)"
+    )
+    parser.add_argument(
+        "--preset", choices=tuple(PRESETS),
+        help="a published setup (reproduce --preset): its model, card and workloads, static and naive at its B per"
+        " workload, continuous at the engine's own; --model, --gpu, --workloads override it",
     )
     parser.add_argument(
         "--max-num-seqs", dest="batch_size", type=int, default=None,
@@ -64,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.workload.spec import load_specs
 
     # Bad input is refused before the simulator and the report are imported (seconds).
+    _fill_from_preset(args)
     try:
         setup = find_setup(args.model, args.gpu)
     except ValueError as exc:
@@ -90,6 +99,21 @@ def run(args: argparse.Namespace) -> int:
     rows = sensitivity(setup, specs, args.batch_size) if args.sensitivity else ()
     print(to_markdown(prediction_blocks(predictions, rows)), end="")
     return 0
+
+
+def _fill_from_preset(args: argparse.Namespace) -> None:
+    """The model, card and workloads from --preset where not given; UsageError where one is missing."""
+    if args.preset is not None:
+        from harness.jobs.presets import find_preset
+
+        preset = find_preset(args.preset)
+        args.model = args.model or preset.model
+        args.gpu = args.gpu or preset.gpu
+        args.workloads = args.workloads or ",".join(preset.workloads)
+    missing = [flag for flag, value in (("--model", args.model), ("--gpu", args.gpu), ("--workloads", args.workloads))
+               if value is None]
+    if missing:
+        raise UsageError(f"{', '.join(missing)}: required without --preset")
 
 
 def _latency(args: argparse.Namespace, setup, specs) -> int:

@@ -15,6 +15,7 @@ from harness.cli.history_options import add_history_arguments, history_path
 from harness.cli.server_options import add_server_arguments, server_config
 from harness.cli.targets import add_endpoint_arguments, endpoints_of
 from harness.errors import EXIT_INTERRUPTED
+from harness.jobs.presets import find_preset
 from harness.jobs.reproduce import Reproduction, ReproductionResult
 
 logger = logging.getLogger(__name__)
@@ -28,15 +29,30 @@ def add_parser(subparsers) -> None:
     add_endpoint_arguments(parser)
     add_history_arguments(parser)
     add_server_arguments(parser)
-    parser.set_defaults(handler=run)
+    # Unset, not defaulted: a preset fills what was not given (apply_preset); else the fields' defaults hold.
+    parser.set_defaults(handler=run, workloads=None, max_num_seqs=None)
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.jobs.reproduce import reproduce
 
-    job = model_of(Reproduction, args, history=history_path(args))
+    if args.preset is not None:
+        apply_preset(args)
+    job = model_of(Reproduction, args, history=history_path(args), batch_given=args.max_num_seqs is not None)
     server, endpoints = server_config(args), endpoints_of(args)
     return exit_code(reproduce(job, server, endpoints), job)
+
+
+def apply_preset(args: argparse.Namespace) -> None:
+    """Fill the flags a preset sets and the user did not give: the model, the workloads, and their full size
+    unless --quick or --budget-min sizes them."""
+    preset = find_preset(args.preset)
+    if args.model is None:
+        args.model = preset.model
+    if args.workloads is None:
+        args.workloads = preset.workloads
+    if not args.quick and args.budget_min is None:
+        args.full_size = True
 
 
 def exit_code(result: ReproductionResult, job: Reproduction) -> int:

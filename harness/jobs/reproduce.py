@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +27,9 @@ from typing import TYPE_CHECKING, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import UsageError
+from harness.jobs.batches import SystemBatches, preset_batches, uniform_batches
 from harness.jobs.fields import MAX_REPETITIONS, WORKERS_HELP, BudgetMinutes, OutDir, Positive, Workers, WorkloadNames
+from harness.jobs.presets import PresetName, find_preset
 from harness.jobs.stages import Interruption, default_out
 from harness.systems import HF_SYSTEMS, SERVER_MODE, SYSTEMS, Mode, ServerMode, SystemName, modes_for
 from launchers import Endpoints, ServerConfig
@@ -35,6 +38,7 @@ from launchers.kinds import kind_of
 if TYPE_CHECKING:
     from harness.budget import JobPlan
     from harness.report.assemble import AssembledReport
+    from harness.sweep.runs import SweepCell
     from harness.sweep.servers import SweepTarget
     from harness.workload import WorkloadSpec
 
@@ -119,8 +123,15 @@ class Reproduction(BaseModel):
         " hf-continuous (its own continuous batching) and hf-sequential (one request at a time); the report shows"
         " them beside vLLM's",
     )
+    preset: PresetName | None = Field(
+        None, description="a published setup: anyscale-2023 is Anyscale's 2023 experiment (OPT-13B, 1,000 prompts"
+        " of 512 tokens at caps 32/128/512/1536, full size), continuous at --max-num-seqs or vLLM's own default B,"
+        " static and naive at 16/12/8/4 (docs/gpu.md); --model, --workloads, --quick override it",
+    )
     out: OutDir | None = Field(None, description="report directory (default: reports/<date>-<host>)")
     workers: Workers = Field(1, description=WORKERS_HELP)
+    # Whether --max-num-seqs was given: with a preset, continuous otherwise runs at vLLM's own default B.
+    batch_given: bool = Field(True, json_schema_extra={"cli": False})
     # The results history the runs are appended to; None: none (the command's --no-history).
     history: Path | None = Field(None, json_schema_extra={"cli": False})
 
@@ -139,10 +150,23 @@ class Reproduction(BaseModel):
         if self.transformers and endpoints.continuous:
             raise UsageError("--transformers launches its servers here: drop --endpoint, or run the transformers"
                              " endpoint with `batchbench run --backend transformers`")
+        if self.preset is not None:
+            self._check_preset(endpoints)
         if self.transformers:
             from launchers.transformers_server import check_servable
 
             check_servable(server.model)
+
+    def _check_preset(self, endpoints: Endpoints) -> None:
+        """A preset launches a static server per B and runs vLLM's three systems."""
+        if endpoints.continuous:
+            raise UsageError(f"--preset {self.preset}: static runs at a B per workload, a server launched here for"
+                             " each: drop --endpoint")
+        if self.transformers:
+            raise UsageError(f"--preset {self.preset}: the published experiment's three systems; drop --transformers")
+        if self.budget_min is not None:
+            raise UsageError(f"--preset {self.preset}: --budget-min sizes plans from a probe of one static server,"
+                             " and the preset starts one per B: use the full size or --quick")
 
     @property
     def systems(self) -> tuple[SystemName, ...]:
@@ -185,16 +209,19 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     from harness.history import HistoryStore
     from harness.history.record import record
     from harness.report.assemble import JobStage, assemble_report
-    from harness.sweep.runs import SweepCell, check_sweep_workers, iter_runs
-    from harness.sweep.servers import run_targets
+    from harness.sweep.runs import check_sweep_workers, iter_runs
 
     began = time.monotonic()
+    batches = system_batches(job, server, [spec.name for spec in specs])
+    server = server.model_copy(update={"max_num_seqs": batches.continuous})
+    logger.info(batches.line([spec.name for spec in specs]))
     repetitions = 1 if job.quick else job.repetitions
     if job.quick:
-        quick = quick_requests(server.max_num_seqs)
-        specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or quick, quick)}) for spec in specs]
+        specs = [spec.model_copy(update={"num_requests": min(spec.num_requests or quick, quick)})
+                 for spec in specs for quick in (quick_requests(batches.wave(spec.name)),)]
     cluster = cluster_spec(job.workers)
-    check_sweep_workers(specs, job.systems, server.max_num_seqs, cluster)
+    for wave, group in batches.wave_groups([spec.name for spec in specs]):
+        check_sweep_workers([spec for spec in specs if spec.name in group], job.systems, wave, cluster)
     require_new_dir(out, "report directory")
     store = None if job.history is None else HistoryStore(job.history)
     runs_dir = out / "runs"
@@ -204,6 +231,8 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
         skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
     if job.transformers:
         skipped.append(TRANSFORMERS_CAVEAT)
+    if not batches.uniform:
+        skipped.append(batches_caveat(batches, [spec.name for spec in specs]))
     finished: list[Path] = []
     interruption = Interruption()
 
@@ -212,22 +241,27 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
                                stage=stage)
 
     with contextlib.ExitStack() as stack:
-        targets = run_targets(server, out, stack, endpoints, modes=modes_for(job.systems), workloads=specs)
-        specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, out / "probe")
-        cells = [SweepCell(system, spec, targets[SERVER_MODE[system]])
-                 for spec in specs for system in job.systems if SERVER_MODE[system] in targets]
-        clock = JobClock(plan, len(cells) * repetitions)
+        staged = not batches.uniform
+        clock = JobClock(None, len(specs) * len(job.systems) * repetitions)
         with interruption.catch(lambda: f"stopped by Ctrl-C after {len(finished)} of {clock.total_runs} runs"):
-            # Per workload the three systems back to back, so each repetition's ratios compare
-            # runs minutes apart at most.
-            for made in iter_runs(cells, runs_dir, repetitions, cluster=cluster, note=clock.note):
-                finished.append(made.path)
-                clock.run_done()
-                if made.repetition < repetitions and len(finished) == made.repetition * len(cells):
-                    report = write(JobStage("PRELIMINARY", f"{made.repetition} of {repetitions} repetitions;"
-                                            " the next repetition rewrites this report"))
-                    logger.info(f"preliminary report ({made.repetition} of {repetitions} repetitions):"
-                                f" {report.paths.html}")
+            for cells, plan in _stages(job, server, batches, specs, endpoints, out, stack, repetitions):
+                if plan is not None:
+                    clock.replan(plan)
+                elif not staged:
+                    clock.total_runs = len(cells) * repetitions
+                # Per workload the three systems back to back, so each repetition's ratios compare
+                # runs minutes apart at most.
+                for made in iter_runs(cells, runs_dir, repetitions, cluster=cluster, note=clock.note):
+                    finished.append(made.path)
+                    clock.run_done()
+                    # A preliminary report after each whole repetition of these cells, but the job's last.
+                    if made.cell is not cells[-1] or len(finished) >= clock.total_runs:
+                        continue
+                    progress = (f"{len(finished)} of {clock.total_runs} runs; the next runs rewrite this report"
+                                if staged else f"{made.repetition} of {repetitions} repetitions; the next repetition"
+                                " rewrites this report")
+                    report = write(JobStage("PRELIMINARY", progress))
+                    logger.info(f"preliminary report ({progress.split(';')[0]}): {report.paths.html}")
     minutes = (time.monotonic() - began) / 60
     if interruption.stopped is not None:
         if not finished:
@@ -240,6 +274,69 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     if store is not None and not job.quick:
         record(store, report.assessed, "reproduce", out.name)
     return ReproductionResult(report, None, len(finished), (time.monotonic() - began) / 60)
+
+
+def system_batches(job: Reproduction, server: ServerConfig, workloads: Sequence[str]) -> SystemBatches:
+    """Which B each system runs at: `server`'s for every system, or the preset's per system.
+
+    A preset's continuous runs at --max-num-seqs where given, else at vLLM's own default for
+    this host's cards (harness.telemetry.gpu.gpu_inventory: none on a CPU host).
+    """
+    if job.preset is None:
+        return uniform_batches(server.max_num_seqs)
+    from harness.telemetry.gpu import gpu_inventory
+
+    preset = find_preset(job.preset)
+    return preset_batches(preset, workloads, server.max_num_seqs if job.batch_given else None,
+                          [] if job.batch_given else gpu_inventory())
+
+
+def batches_caveat(batches: SystemBatches, workloads: Sequence[str]) -> str:
+    """The report's caveat for systems that ran at different B."""
+    return (f"The systems ran at different B, as the published experiment did: {batches.line(workloads)}. Each gap"
+            " is continuous at its B against static and naive at theirs, not admission alone at one B (the runs"
+            " table gives each run's B); `reproduce` without --preset compares them at one B.")
+
+
+Stage = tuple["list[SweepCell]", "JobPlan | None"]
+
+
+def _stages(job: Reproduction, server: ServerConfig, batches: SystemBatches, specs: list[WorkloadSpec],
+            endpoints: Endpoints, out: Path, stack: contextlib.ExitStack, repetitions: int) -> Iterator[Stage]:
+    """The job's cells in the order they run, each group with its plan (None: no estimate), its servers up.
+
+    One B for every system: one group, both servers up for the whole job, sized from a probe
+    (_plan). Static at a B per workload: the continuous server up for the whole job, and per
+    static B a static server started for its workloads and stopped after them; placed together
+    on a GPU host, the room placed for being the widest static batch's. No probe: each static
+    server would need its own.
+    """
+    from harness.sweep.placing import placed_configs
+    from harness.sweep.runs import SweepCell
+    from harness.sweep.servers import run_targets
+    from harness.telemetry.gpu import gpu_inventory
+
+    modes = modes_for(job.systems)
+    if batches.uniform:
+        targets = run_targets(server, out, stack, endpoints, modes=modes, workloads=specs)
+        specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, out / "probe")
+        yield [SweepCell(system, spec, targets[SERVER_MODE[system]])
+               for spec in specs for system in job.systems if SERVER_MODE[system] in targets], plan
+        return
+    names = [spec.name for spec in specs]
+    logger.info("no probe and no ETA: static restarts at each workload's B, and a probe prices one server")
+    configs = placed_configs(server, modes, specs, gpu_inventory(), batch_size=batches.largest_wave(names))
+    targets = run_targets(server, out, stack, modes=["continuous"], workloads=specs, placed=configs)
+    for wave, group in batches.wave_groups(names):
+        with contextlib.ExitStack() as static_stack:
+            static = configs.get("static", server).model_copy(update={"max_num_seqs": wave})
+            grouped = [spec for spec in specs if spec.name in group]
+            logger.info(f"static at B = {wave} for {', '.join(group)}: starting its server")
+            static_targets = run_targets(static, out / "static" / f"b{wave}", static_stack, modes=["static"],
+                                         workloads=grouped, placed={"static": static})
+            every = {**targets, **static_targets}
+            yield [SweepCell(system, spec, every[SERVER_MODE[system]], batch_size=batches.of(system, spec.name))
+                   for spec in grouped for system in job.systems], None
 
 
 def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets: dict[ServerMode, SweepTarget],

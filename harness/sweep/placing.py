@@ -28,10 +28,15 @@ PARALLEL_FLAGS = {"tensor": ("--tensor-parallel-size", "-tp"), "data": ("--data-
 
 
 def placed_configs(server: ServerConfig, modes: Sequence[str], workloads: Sequence[WorkloadSpec],
-                   cards: Sequence[tuple[str, int]]) -> dict[str, ServerConfig]:
+                   cards: Sequence[tuple[str, int]], batch_size: int | None = None) -> dict[str, ServerConfig]:
     """Each mode's config with its place on `cards`; `server` unchanged for every mode where there is nothing
     to place (no GPU, the user's own placement, a model of unknown shape). UsageError where nothing fits, and
-    for one server at a time, which is not built yet."""
+    for one server at a time, which is not built yet.
+
+    `batch_size`: the batch each server needs room for (None: `server.max_num_seqs`). A preset's continuous
+    server runs at vLLM's own B within whatever KV cache its share leaves, as the published experiment ran it;
+    the room placed for is then its static batch's.
+    """
     unchanged = dict.fromkeys(modes, server)
     if not cards or not modes:
         return unchanged
@@ -43,7 +48,8 @@ def placed_configs(server: ServerConfig, modes: Sequence[str], workloads: Sequen
         logger.info(f"placement: the shape of {server.model} is not known here: vLLM's defaults, the servers side by"
                     " side (set --vllm-arg=--gpu-memory-utilization=... if they do not fit)")
         return unchanged
-    placement = place_servers([Card(name, memory) for name, memory in cards], shape, modes, server.max_num_seqs,
+    placement = place_servers([Card(name, memory) for name, memory in cards], shape, modes,
+                              batch_size or server.max_num_seqs,
                               context_tokens(workloads), tensor_parallel=parallel_size(server.vllm_args, "tensor"),
                               data_parallel=parallel_size(server.vllm_args, "data"))
     if placement.one_at_a_time:

@@ -43,6 +43,8 @@ class SweepCell:
     # Put before each run directory's name ("": none): keeps apart the runs of two servers measuring
     # the same (system, workload), as `compare`'s A and B. The name is the run's id, so it must differ.
     prefix: str = ""
+    # B of this cell's runs where it is not its server's (a preset's naive waves on the continuous server).
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def iter_runs(
             logger.info(f"{header} ({where})" if where else header)
             began = time.monotonic()
             with _indented(run_logger, note):
-                execute(_request(cell.target, cell.spec, cell.system, out, cluster))
+                execute(_request(cell, out, cluster))
             yield FinishedRun(out, rep, time.monotonic() - began, cell)
 
 
@@ -140,18 +142,13 @@ def _indented(run_logger: logging.Logger, note: ProgressNote | None = None) -> I
         run_logger.removeFilter(indent)
 
 
-def _request(
-    target: SweepTarget,
-    spec: WorkloadSpec,
-    system: str,
-    out: Path,
-    cluster: ClusterSpec | None,
-) -> RunRequest:
+def _request(cell: SweepCell, out: Path, cluster: ClusterSpec | None) -> RunRequest:
     # The sweep warms the server once; each run then starts on compiled shapes.
+    target = cell.target
     return RunRequest(
-        spec=spec,
-        system=system,
-        batch_size=target.batch_size,
+        spec=cell.spec,
+        system=cell.system,
+        batch_size=cell.batch_size or target.batch_size,
         endpoint=target.endpoint,
         tokenizer=target.tokenizer,
         out_dir=out,

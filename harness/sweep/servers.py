@@ -6,7 +6,7 @@ Each becomes a SweepTarget: the endpoint as probed, its tokenizer, B and the kin
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,8 +42,8 @@ class SweepTarget:
 
 
 def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, endpoints: Endpoints | None = None,
-                modes: Sequence[ServerMode] = MODES,
-                workloads: Sequence[WorkloadSpec] = ()) -> dict[ServerMode, SweepTarget]:
+                modes: Sequence[ServerMode] = MODES, workloads: Sequence[WorkloadSpec] = (),
+                placed: Mapping[str, ServerConfig] | None = None) -> dict[ServerMode, SweepTarget]:
     """The one place a job's servers come from: those given as `endpoints`, the others launched here.
 
     `modes`: the servers wanted, of any kind (launchers.kinds); vLLM's static is left out
@@ -54,7 +54,8 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
     closes; B is the server's: an endpoint stating another B than `server.max_num_seqs` is a
     UsageError (check_max_num_seqs). The servers launched serve `workloads` as they ask
     (server_for), and on a GPU host each vLLM server is placed on the cards
-    (harness.sweep.placing).
+    (harness.sweep.placing), unless `placed` gives each mode's config as a caller placed it
+    (a job whose servers start at different times, placed together).
     """
     server = server_for(server, workloads)
     endpoints = endpoints or Endpoints()
@@ -62,14 +63,15 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
     wanted = [mode for mode in modes
               if not (mode == "static" and endpoints.continuous and not endpoints.static)]
     launching = [mode for mode in wanted if given.get(mode) is None and kind_of(mode).name == "vllm"]
-    configs = placed_configs(server, launching, workloads, gpu_inventory() if launching else [])
+    configs = placed if placed is not None else placed_configs(server, launching, workloads,
+                                                               gpu_inventory() if launching else [])
     targets: dict[ServerMode, SweepTarget] = {}
     for mode in wanted:
         url = given.get(mode)
         if url is None:
-            config = configs.get(mode, server)
+            config = server_for(configs.get(mode, server), workloads)
             launched = stack.enter_context(kind_of(mode).launch(config, mode, out / "servers" / mode))
-            targets[mode] = replace(launched_target(launched, server.max_num_seqs, endpoints.tokenizer),
+            targets[mode] = replace(launched_target(launched, config.max_num_seqs, endpoints.tokenizer),
                                     batch_wait_s=server.batch_wait_s)
             continue
         # An endpoint must serve the model named.
