@@ -19,14 +19,43 @@ are counted, and which health, model-list, tokenize and metrics endpoints exist.
 - `openai`: any other OpenAI-compatible server. Only standard fields are sent: the length
   is a cap, never forced, so no request of it counts as exact. The streamed text is
   re-tokenised too, beside the server's usage.
+- `sglang`: SGLang's OpenAI routes take vLLM's `min_tokens` and `ignore_eos`, and
+  `return_token_ids`, which its completions stream answers with each chunk's `token_ids`
+  (python/sglang/srt/entrypoints/openai/protocol.py, serving_completions.py): counted as
+  on vLLM. Its chat stream carries no ids (serving_chat.py), so on chat the text is
+  re-tokenised (`for_endpoint`). `cache_salt` is a field of both request models.
+  Its /v1/tokenize has vLLM's shape; its /metrics (--enable-metrics) has its own names.
+- `tgi`: Hugging Face TGI. Its OpenAI routes have no field that forces a length:
+  `ignore_eos_token` is internal to its benchmark tool, never exposed over HTTP
+  (router/src/lib.rs GenerateParameters, CompletionRequest, ChatRequest; issues #1304,
+  #1944), so `max_tokens` is a cap, as for `openai`. Its completions stream one token a
+  chunk and ends with the usage; chat sends the usage on `stream_options` (server.rs,
+  chat.rs). Version from /info; its /tokenize takes {"inputs"} and answers a token list.
+- `llamacpp`: llama.cpp's `llama-server`. `n_predict` (read before `max_tokens`) and
+  `ignore_eos`, which biases every end-of-generation token to -inf, pass through its
+  OpenAI routes (tools/server/README.md, server-common.cpp, server-task.cpp). Its
+  OpenAI chunks carry token ids only inside `logprobs`, which would add per-token
+  probabilities to the work measured: the text is re-tokenised. Its /tokenize takes
+  {"content"}; its /metrics (--metrics) has `llamacpp:` names.
+- `trtllm`: TensorRT-LLM's `trtllm-serve`. `min_tokens` and `ignore_eos` on both routes;
+  its request models forbid unknown fields, so nothing else is sent
+  (tensorrt_llm/serve/openai_protocol.py). Its completions stream carries token ids
+  only with `detokenize` false, in place of the text, and chat never
+  (postprocess_handlers.py): the text is re-tokenised beside its running usage.
+  Its /version answers as vLLM's; /_internal/tokenize has vLLM's shape (recent
+  releases); its /metrics is JSON iteration stats.
+
+Where a kind forces the length and the server still stops short or runs long (a stop
+string, a server-side cap, llama.cpp's last multi-byte character), the request fails as
+`length_mismatch`, as on vLLM.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from harness.errors import UsageError
 
@@ -35,13 +64,15 @@ if TYPE_CHECKING:
 
 # The warm-up's cache scope: no run's tag (harness.driver.steps.request_tag) can equal it.
 WARM_UP_CACHE_SCOPE = "bb-warm-up"
+# The kinds `run --backend` offers, in the order of BACKENDS.
+BackendName = Literal["vllm", "transformers", "openai", "sglang", "tgi", "llamacpp", "trtllm"]
 
 
 @dataclass(frozen=True)
 class Backend:
     """What the driver sends to, and believes of, one kind of server."""
 
-    name: str
+    name: BackendName
     # Requests ask for exactly their length through options this kind honours.
     forces_length: bool
     # No token ids arrive: the streamed text is kept and re-tokenised to cross-check the usage.
@@ -55,9 +86,9 @@ class Backend:
     # An OpenAI model list naming the served model; None: the kind has none that does.
     models_path: str | None = "/v1/models"
     health_path: str | None = "/health"
-    # POST {"model", "prompt"} answering {"count"}; None: the kind has none.
+    # POST {"model", "prompt"} answering {"count"}; None: the kind has none of that shape.
     tokenize_path: str | None = None
-    # Prometheus text with vLLM's metric names (harness.telemetry.metrics); None: the kind has none.
+    # Prometheus text with vLLM's metric names (harness.telemetry.metrics); None: the kind has none of those.
     metrics_path: str | None = None
     # GET answering {"version": ...}, the server's own release; None: the kind has none.
     version_path: str | None = None
@@ -66,6 +97,12 @@ class Backend:
     # The request field that scopes the server's prefix cache (its blocks are reused only
     # by requests of the same value); None: the kind has none.
     cache_scope_field: str | None = None
+    # The kind as it talks on the chat endpoint, where its chat stream differs; None: as on completions.
+    on_chat: Backend | None = None
+
+    def for_endpoint(self, endpoint: str) -> Backend:
+        """The kind as it talks on `endpoint` ("completions" or "chat")."""
+        return self.on_chat if endpoint == "chat" and self.on_chat is not None else self
 
     def request_body(self, model: str, prompt: str, tokens: int, endpoint: str,
                      cache_scope: str = "") -> dict[str, Any]:
@@ -111,7 +148,8 @@ class Backend:
         return not self.retokenizes or usage_completion == arrived == retokenized
 
 
-def _vllm_length(tokens: int) -> dict[str, Any]:
+def _min_tokens_length(tokens: int) -> dict[str, Any]:
+    # vLLM's fields, which SGLang and TensorRT-LLM declare too.
     return {"max_tokens": tokens, "min_tokens": tokens, "ignore_eos": True}
 
 
@@ -125,11 +163,16 @@ def _openai_length(tokens: int) -> dict[str, Any]:
     return {"max_tokens": tokens}
 
 
+def _llamacpp_length(tokens: int) -> dict[str, Any]:
+    # n_predict is what llama-server reads first; max_tokens for any proxy in between.
+    return {"max_tokens": tokens, "n_predict": tokens, "ignore_eos": True}
+
+
 VLLM = Backend(
     name="vllm",
     forces_length=True,
     retokenizes=False,
-    length_fields=_vllm_length,
+    length_fields=_min_tokens_length,
     stream_fields={
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         # vLLM then sends each chunk's token ids: the count of what arrived (harness.driver.stream).
@@ -163,8 +206,54 @@ OPENAI = Backend(
     stream_fields={"stream_options": {"include_usage": True}},
     health_path=None,
 )
+# Running usage in every chunk: the count where no token ids arrive.
+_CONTINUOUS_USAGE = {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+_SGLANG_CHAT = Backend(
+    name="sglang",
+    forces_length=True,
+    retokenizes=True,
+    length_fields=_min_tokens_length,
+    stream_fields=_CONTINUOUS_USAGE,
+    tokenize_path="/v1/tokenize",
+    cache_scope_field="cache_salt",
+)
+SGLANG = replace(
+    _SGLANG_CHAT,
+    retokenizes=False,
+    stream_fields={**_CONTINUOUS_USAGE, "return_token_ids": True},
+    on_chat=_SGLANG_CHAT,
+)
+TGI = Backend(
+    name="tgi",
+    forces_length=False,
+    retokenizes=True,
+    length_fields=_openai_length,
+    # Chat reads it; completions always end with the usage and ignore fields they lack.
+    stream_fields={"stream_options": {"include_usage": True}},
+    version_path="/info",
+)
+LLAMACPP = Backend(
+    name="llamacpp",
+    forces_length=True,
+    retokenizes=True,
+    length_fields=_llamacpp_length,
+    # Chat reads it; completions always end with the usage.
+    stream_fields={"stream_options": {"include_usage": True}},
+)
+TRTLLM = Backend(
+    name="trtllm",
+    forces_length=True,
+    retokenizes=True,
+    length_fields=_min_tokens_length,
+    stream_fields=_CONTINUOUS_USAGE,
+    tokenize_path="/_internal/tokenize",
+    version_path="/version",
+)
 
-BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (VLLM, TRANSFORMERS, OPENAI)}
+BACKENDS: dict[str, Backend] = {
+    backend.name: backend for backend in (VLLM, TRANSFORMERS, OPENAI, SGLANG, TGI, LLAMACPP, TRTLLM)
+}
+assert tuple(BACKENDS) == get_args(BackendName), "BACKENDS out of step with BackendName"
 
 
 def check_distributable(backend: Backend) -> None:

@@ -240,7 +240,7 @@ def _start_load(request: RunRequest, run: _PreparedRun, users: int, stack: conte
     if request.ui:
         logger.info(f"Locust web UI at http://127.0.0.1:{request.ui_port}")
     if request.backend.metrics_path is None:
-        logger.info(f"a {request.backend.name} server has no /metrics: no server telemetry")
+        logger.info(f"a {request.backend.name} server serves no /metrics with vLLM's names: no server telemetry")
     else:
         load.start_telemetry(
             TelemetrySampler(request.endpoint.base_url, request.telemetry_interval_s, request.headers)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.driver.backends import BackendName
 from harness.driver.timeouts import DEFAULT_FIRST_BYTE_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S
 from harness.driver.work import DEFAULT_MAX_USERS
 from harness.errors import UsageError
@@ -50,10 +51,11 @@ class RunJob(BaseModel):
         f" --batch-wait-s: static batching on any server), {', '.join(HF_SYSTEMS)}; default: the launched mode, or"
         " continuous for --endpoint",
     )
-    backend: Literal["vllm", "transformers", "openai"] | None = Field(
-        None, description="the kind of server at --endpoint: vllm (lengths forced, token ids counted), transformers"
-        " (`transformers serve`: lengths forced, usage cross-checked by re-tokenising the text), or openai (any"
-        " other: lengths only capped, never exact); default: the launched server's kind, else vllm",
+    backend: BackendName | None = Field(
+        None, description="the kind of server at --endpoint, which sets how lengths are forced and tokens counted"
+        " (docs/servers.md): vllm, transformers (`transformers serve`), sglang, tgi (lengths only capped), llamacpp"
+        " (`llama-server`), trtllm (`trtllm-serve`), or openai (any other: lengths only capped, never exact);"
+        " default: the launched server's kind, else vllm",
     )
     tokenizer: ExistingDir | None = Field(
         None, description="tokenizer directory for prompts (default: the served model's directory)"
@@ -125,7 +127,7 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
     # Bad input is refused before the load, analysis and history code is imported (seconds).
     spec = load_spec(job.workload)
     system = job.system_name
-    backend = _backend(job)
+    backend = _backend(job, spec.endpoint)
     headers = _headers(job.api_key_env)
 
     from harness.analysis.assess import assess_run_dirs
@@ -195,17 +197,18 @@ def run_workload(job: RunJob, server: ServerConfig) -> RunResult:
     return RunResult(outcome, backend.name, client_bound)
 
 
-def _backend(job: RunJob) -> Backend:
-    """The kind of server the run talks to: as given, else the launched server's kind, else vLLM."""
+def _backend(job: RunJob, endpoint: str) -> Backend:
+    """The kind of server the run talks to, as it talks on the workload's `endpoint`: as given, else the
+    launched server's kind, else vLLM."""
     from harness.driver.backends import BACKENDS, VLLM
 
     launched = BACKENDS[kind_of(job.launch).backend] if job.launch else None
     if job.backend is None:
-        return launched or VLLM
+        return (launched or VLLM).for_endpoint(endpoint)
     if launched is not None and job.backend != launched.name:
         raise UsageError(f"--launch {job.launch} starts a {launched.name} server: --backend {job.backend}"
                          " is for a server at --endpoint")
-    return BACKENDS[job.backend]
+    return BACKENDS[job.backend].for_endpoint(endpoint)
 
 
 def _headers(api_key_env: str | None) -> dict[str, str]:

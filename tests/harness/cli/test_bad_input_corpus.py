@@ -114,7 +114,7 @@ CLI_CASES = {
         "--system naive sends waves from the client: launch a continuous server",
     ),
     "unknown system": ([*RUN, "--out", "o", "--system", "dynamic"], "unknown system 'dynamic'"),
-    "unknown backend": ([*RUN, "--out", "o", "--backend", "tgi"], "invalid choice: 'tgi'"),
+    "unknown backend": ([*RUN, "--out", "o", "--backend", "ollama"], "invalid choice: 'ollama'"),
     "backend with a launched vLLM": (
         [*RUN[:3], "--launch", "continuous", "--backend", "transformers", "--out", "o"],
         "--launch continuous starts a vllm server: --backend transformers is for a server at --endpoint",

@@ -10,7 +10,18 @@ from types import SimpleNamespace
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from harness.driver.backends import BACKENDS, OPENAI, TRANSFORMERS, VLLM, Backend, text_token_counter
+from harness.driver.backends import (
+    BACKENDS,
+    LLAMACPP,
+    OPENAI,
+    SGLANG,
+    TGI,
+    TRANSFORMERS,
+    TRTLLM,
+    VLLM,
+    Backend,
+    text_token_counter,
+)
 from harness.driver.outcome import LENGTH_MISMATCH, NO_TOKEN_IDS, USAGE_BEYOND_TEXT, Timing, record_row
 from harness.driver.steps import cache_scope
 from harness.driver.stream import StreamReader
@@ -87,11 +98,17 @@ def test_a_run_scopes_the_prefix_cache_to_itself_where_the_kind_can():
 
 
 def test_each_kind_says_which_endpoints_it_has():
-    assert list(BACKENDS) == ["vllm", "transformers", "openai"]
+    assert list(BACKENDS) == ["vllm", "transformers", "openai", "sglang", "tgi", "llamacpp", "trtllm"]
     assert (VLLM.tokenize_path, VLLM.metrics_path, VLLM.health_path) == ("/tokenize", "/metrics", "/health")
     assert (TRANSFORMERS.tokenize_path, TRANSFORMERS.metrics_path, TRANSFORMERS.health_path) == (None, None, "/health")
     assert (OPENAI.tokenize_path, OPENAI.metrics_path, OPENAI.health_path) == (None, None, None)
     assert (VLLM.models_path, TRANSFORMERS.models_path, OPENAI.models_path) == ("/v1/models", None, "/v1/models")
+    # Only vLLM's /metrics has the names the sampler reads; each other kind's tokenize and version routes.
+    others = (SGLANG, TGI, LLAMACPP, TRTLLM)
+    assert all(kind.metrics_path is None for kind in others)
+    assert all((kind.health_path, kind.models_path) == ("/health", "/v1/models") for kind in others)
+    assert [kind.tokenize_path for kind in others] == ["/v1/tokenize", None, None, "/_internal/tokenize"]
+    assert [kind.version_path for kind in others] == [None, "/info", None, "/version"]
 
 
 def test_transformers_serve_accepts_the_body_and_forces_the_length_in_both_modes():
@@ -246,3 +263,141 @@ def test_transformers_generation_under_that_config_gives_exactly_the_length_in_b
             assert len(manager.get_result(request_id=request, timeout=60).generated_tokens) == tokens
     finally:
         manager.stop(block=True, timeout=10)
+
+
+# Other servers: the exact body each is sent, and what its streams are worth. The streams
+# follow each server's own chunk code (cited in harness.driver.backends); none is recorded
+# from a running server, none of which is installed here.
+COMPLETION = {"model": "m", "stream": True, "prompt": "hello there"}
+CHAT = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello there"}]}
+MIN_TOKENS = {"max_tokens": 5, "min_tokens": 5, "ignore_eos": True}
+CONTINUOUS = {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+USAGE = {"stream_options": {"include_usage": True}}
+# Per kind: the fields besides the prompt, on completions and on chat.
+BODIES = {
+    # SGLang: token ids on completions only; its chat stream has none to give.
+    "sglang": ({**MIN_TOKENS, **CONTINUOUS, "return_token_ids": True}, {**MIN_TOKENS, **CONTINUOUS}),
+    "tgi": ({"max_tokens": 5, **USAGE},) * 2,
+    "llamacpp": ({"max_tokens": 5, "n_predict": 5, "ignore_eos": True, **USAGE},) * 2,
+    "trtllm": ({**MIN_TOKENS, **CONTINUOUS},) * 2,
+}
+
+
+@pytest.mark.parametrize("name", list(BODIES))
+def test_each_other_server_is_sent_exactly_its_length_fields(name: str):
+    backend = BACKENDS[name]
+    completions, chat = BODIES[name]
+    assert backend.request_body("m", "hello there", 5, "completions") == {**COMPLETION, **completions}
+    on_chat = backend.for_endpoint("chat")
+    assert on_chat.request_body("m", "hello there", 5, "chat") == {**CHAT, **chat}
+    # The warm-up asks for its length the same way, unstreamed.
+    warm_up = {key: value for key, value in completions.items() if key not in ("stream_options", "return_token_ids")}
+    salt = {"cache_salt": "bb-warm-up"} if backend.cache_scope_field else {}
+    assert backend.warm_up_body("m", "hi", 5) == {"model": "m", "prompt": "hi", **warm_up, **salt}
+
+
+def test_a_run_scope_goes_only_to_servers_whose_request_models_declare_it():
+    """SGLang declares cache_salt on both routes; TensorRT-LLM refuses any field it lacks, and its
+    completion request lacks it; TGI and llama-server have none."""
+    scope = cache_scope("0a1b")
+    for endpoint in ("completions", "chat"):
+        assert SGLANG.for_endpoint(endpoint).request_body("m", "x", 5, endpoint, scope)["cache_salt"] == "bb-0a1b"
+        assert all("cache_salt" not in kind.for_endpoint(endpoint).request_body("m", "x", 5, endpoint, scope)
+                   for kind in (TGI, LLAMACPP, TRTLLM))
+
+
+def test_only_sglang_talks_differently_on_chat():
+    assert SGLANG.asks_token_ids and not SGLANG.retokenizes
+    chat = SGLANG.for_endpoint("chat")
+    assert chat.name == "sglang" and chat.retokenizes and not chat.asks_token_ids and chat.forces_length
+    assert all(kind.for_endpoint("chat") is kind for kind in BACKENDS.values() if kind is not SGLANG)
+    assert SGLANG.for_endpoint("completions") is SGLANG
+
+
+def sglang_ids(n: int) -> bytes:
+    """SGLang's completions stream with return_token_ids: each chunk's new ids and the running usage
+    (serving_completions.py), then the usage chunk."""
+    chunks = b"".join(event({"choices": [{"index": 0, "text": " a", "token_ids": [1], "finish_reason": None}],
+                             "usage": {"prompt_tokens": 2, "completion_tokens": k}}) for k in range(1, n + 1))
+    return chunks + event({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": n}}) + DONE
+
+
+def continuous_text(pieces: list[str], chat: bool = False) -> bytes:
+    """TensorRT-LLM's or SGLang's chat stream with continuous usage: each chunk's text and running count,
+    then the usage chunk (postprocess_handlers.py, serving_chat.py)."""
+    def choice(piece: str) -> dict:
+        return {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece, "token_ids": None}
+
+    chunks = b"".join(event({"choices": [choice(piece)], "usage": {"prompt_tokens": 2, "completion_tokens": k}})
+                      for k, piece in enumerate(pieces, 1))
+    return chunks + event({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": len(pieces)}}) + DONE
+
+
+def tgi_completion(pieces: list[str], usage: int) -> bytes:
+    """TGI's completions stream: one token a chunk with an empty finish_reason, the last with the
+    usage (server.rs completions)."""
+    *body, last = pieces
+    chunks = b"".join(event({"choices": [{"index": 0, "text": piece, "logprobs": None, "finish_reason": ""}]})
+                      for piece in body)
+    final = {"choices": [{"index": 0, "text": last, "logprobs": None, "finish_reason": "length"}],
+             "usage": {"prompt_tokens": 2, "completion_tokens": usage, "total_tokens": 2 + usage}}
+    return chunks + event(final) + DONE
+
+
+def llamacpp_chat(pieces: list[str], usage: int) -> bytes:
+    """llama-server's chat stream: a role chunk with null content, one delta a token, the finish
+    chunk, then the usage chunk asked for by stream_options (server-task.cpp)."""
+    role = event({"choices": [{"index": 0, "finish_reason": None, "delta": {"role": "assistant", "content": None}}]})
+    chunks = b"".join(event({"choices": [{"index": 0, "finish_reason": None, "delta": {"content": piece}}],
+                             "timings": {"predicted_n": k}}) for k, piece in enumerate(pieces, 1))
+    finish = event({"choices": [{"index": 0, "finish_reason": "length", "delta": {}}]})
+    usage_chunk = event({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": usage}})
+    return role + chunks + finish + usage_chunk + DONE
+
+
+DONE = b"data: [DONE]\n\n"
+FIVE = ["a", " ba", " da", " ga", " a"]
+
+
+def test_sglang_completions_are_counted_by_their_token_ids():
+    row = row_of(SGLANG, sglang_ids(5))
+    assert row["ok"] and row["length_exact"] and row["completion_tokens"] == 5
+    assert row["retokenized_completion_tokens"] == -1
+    # An SGLang without return_token_ids ignores the field: its stream fails, not counted from usage.
+    assert row_of(SGLANG, continuous_text(FIVE))["error_kind"] == NO_TOKEN_IDS
+
+
+def test_text_streams_of_forcing_servers_are_exact_where_all_counts_agree():
+    for backend, body in ((SGLANG.for_endpoint("chat"), continuous_text(FIVE, chat=True)),
+                          (TRTLLM, continuous_text(FIVE)), (LLAMACPP, llamacpp_chat(FIVE, 5))):
+        row = row_of(backend, body)
+        assert row["ok"] and row["length_forced"] and row["length_exact"], backend.name
+        assert (row["completion_tokens"], row["usage_completion_tokens"], row["retokenized_completion_tokens"]) == (
+            5, 5, 5)
+
+
+@pytest.mark.parametrize("arrived", [3, 7])
+def test_a_forcing_server_that_ignores_the_length_is_a_length_mismatch(arrived: int):
+    """A server that took the fields but stopped at EOS (or ran past the cap): short or long, the row fails."""
+    words = (FIVE * 2)[:arrived]
+    for backend, body in ((SGLANG, sglang_ids(arrived)), (SGLANG.for_endpoint("chat"), continuous_text(words, True)),
+                          (TRTLLM, continuous_text(words)), (LLAMACPP, llamacpp_chat(words, arrived))):
+        row = row_of(backend, body)
+        assert row["error_kind"] == LENGTH_MISMATCH and not row["ok"] and not row["length_exact"], backend.name
+        assert row["error"] == f"{arrived} tokens arrived, 5 were asked for"
+
+
+def test_a_forcing_server_whose_usage_claims_the_length_beside_shorter_text_is_not_exact():
+    """Text of 3 tokens and a usage of 5: within what text can hold, so ok, but not exact."""
+    row = row_of(LLAMACPP, llamacpp_chat(FIVE[:3], 5))
+    assert row["ok"] and row["completion_tokens"] == 5 and row["retokenized_completion_tokens"] == 3
+    assert not row["length_exact"]
+
+
+def test_tgi_cannot_force_the_length_so_no_row_of_it_is_exact():
+    full = row_of(TGI, tgi_completion(FIVE, 5))
+    assert full["ok"] and not full["length_mismatch"] and not full["length_forced"] and not full["length_exact"]
+    assert (full["completion_tokens"], full["retokenized_completion_tokens"]) == (5, 5)
+    # Stopped at its EOS: no failure, but the row says its length differs from the plan.
+    short = row_of(TGI, tgi_completion(FIVE[:2], 2))
+    assert short["ok"] and short["length_mismatch"] and short["completion_tokens"] == 2

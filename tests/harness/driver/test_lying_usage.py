@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.driver.backends import BACKENDS
 from harness.driver.outcome import NO_TOKEN_IDS, USAGE_BEYOND_TEXT
 from launchers import resolve_model
 
@@ -36,6 +37,9 @@ TOKEN_ID = 3
 TOKEN_TEXT = " ba"
 # The kind each backend's lying rows fail with: vLLM was asked for token ids and got none.
 LIE_KINDS = {"vllm": NO_TOKEN_IDS, "transformers": USAGE_BEYOND_TEXT, "openai": USAGE_BEYOND_TEXT}
+# The kinds whose verdicts are those above (harness.driver.stream), here only run honestly: the
+# command takes them, sends their fields and reads their streams end to end.
+OTHER_KINDS = ["sglang", "tgi", "llamacpp", "trtllm"]
 
 
 def event(payload: dict) -> bytes:
@@ -142,16 +146,18 @@ def test_a_usage_claiming_tokens_its_stream_never_showed_fails_the_row(backend, 
     assert f"2 of 4 requests failed: 2 {LIE_KINDS[backend]}" in last, last
 
 
-@pytest.mark.parametrize("backend", list(LIE_KINDS))
+@pytest.mark.parametrize("backend", [*LIE_KINDS, *OTHER_KINDS])
 def test_an_honest_stream_from_the_same_server_passes(backend, model_dir, tmp_path, serve_locally):
     with serve_locally(fake_server(model_dir, lie=False)) as url:
         result = batchbench_run(url, backend, model_dir, tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = pd.read_parquet(tmp_path / "run" / "records.parquet")
     assert rows.ok.all() and (rows.completion_tokens == rows.requested_output_tokens).all()
-    # The length is forced and known where the backend can force it: by ids (vLLM), by usage and text (transformers).
-    assert rows.length_exact.all() == (backend != "openai")
-    if backend != "vllm":
+    # The length is forced and known where the backend can force it: by ids (vLLM, SGLang's completions), by
+    # usage and text (the others that force it).
+    kind = BACKENDS[backend]
+    assert rows.length_exact.all() == kind.forces_length
+    if kind.retokenizes:
         assert (rows.retokenized_completion_tokens == rows.requested_output_tokens).all()
-    if backend != "openai":
+    if kind.forces_length:
         assert "not known to have the length asked for" not in result.stderr, result.stderr[-2000:]

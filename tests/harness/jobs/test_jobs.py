@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
+from harness.driver.backends import SGLANG, TRTLLM, VLLM, Backend
+from harness.jobs.run import RunJob, _backend
 from harness.jobs.stages import Interruption, default_out
 
 IMPORT_JOBS = """
@@ -38,3 +41,15 @@ def test_ctrl_c_ends_the_loop_not_the_job_and_says_how_far_it_got():
 def test_a_report_goes_under_reports_named_by_its_kind_date_and_host():
     assert re.fullmatch(r"reports/rates-\d{8}-\d{6}-.+", str(default_out("rates-")))
     assert re.fullmatch(r"reports/\d{8}-\d{6}-.+", str(default_out()))
+
+
+def test_a_run_talks_to_its_kind_of_server_as_that_kind_talks_on_the_workloads_endpoint():
+    """SGLang streams token ids on completions only: a chat workload gets its re-tokenising variant."""
+    def backend(name: str, endpoint: str) -> Backend:
+        return _backend(RunJob(workload="w", out=Path("runs/x"), endpoint="http://127.0.0.1:8000", backend=name),
+                        endpoint)
+
+    assert backend("sglang", "completions") is SGLANG and SGLANG.asks_token_ids
+    chat = backend("sglang", "chat")
+    assert chat.name == "sglang" and chat.retokenizes and not chat.asks_token_ids and chat.forces_length
+    assert backend("vllm", "chat") is VLLM and backend("trtllm", "chat") is TRTLLM
