@@ -78,7 +78,8 @@ def judge(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for row in summary["headline"]:
         level = row["level"]
-        measured, at_one_speed = {}, {}
+        measured: dict[str, Estimate] = {}
+        at_one_speed: dict[str, Estimate] = {}
         for top, bottom in HEADLINE_RATIOS:
             name = f"{top}/{bottom}"
             for kind, into in (("measured", measured), ("at one speed", at_one_speed)):

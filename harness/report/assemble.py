@@ -44,7 +44,7 @@ from harness.report.reference import reference_comparison
 from harness.report.render import ReportPaths, render_report
 from harness.report.setup import measured_runs, setup_lines
 from harness.report.step_cost_summary import StepCostSummary
-from harness.report.trace import trace_blocks, trace_summary
+from harness.report.trace import trace_answer, trace_blocks, trace_summary
 from harness.report.untested import untested_title, untested_vllm_blocks
 from harness.rundir.manifest import RunManifest, untested_vllm
 
@@ -114,6 +114,10 @@ def assemble_report(
     table = with_repeated_ratios(table, {key: ratio.point for key, ratio in level_ratios(cells, pairs).items()})
     # A trace's shape and its latency gap lead: its arrivals are open loop, so throughput follows its rate.
     replays = trace_replays(cells)
+    setup = setup_lines(measured_runs(assessed))
+    # A trace's latency gap is its answer: it leads, with the setup, before the trace's shape.
+    traced = bool(trace_answer(replays))
+    trace_lead: list[Block] = [Paragraph(f"**{trace_answer(replays)}**"), Bullets(tuple(setup))] if traced else []
     cached = prefix_cache_uses(cells)
     against_reference, reference_entry = reference_comparison(rows, assessed, packaged_reference(), smoke, step_costs)
     paths = write_report(
@@ -127,8 +131,9 @@ def assemble_report(
             *untested_vllm_blocks(untested),
             *calibration_blocks([run.data.manifest for run in assessed]),
             *client_bound_blocks(assessed),
+            *trace_lead,
             *trace_blocks(replays),
-            *headline_blocks(rows, smoke, setup_lines(measured_runs(assessed)), table),
+            *headline_blocks(rows, smoke, () if traced else setup, table),
             *against_reference,
         ],
         details=[*prefix_cache_blocks(cached), *cell_blocks(cells),

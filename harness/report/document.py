@@ -60,10 +60,17 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """Blocks kept together in one column of a SideBySide (HTML), in turn in Markdown."""
+
+    blocks: tuple[Table | Bullets | Paragraph, ...]
+
+
+@dataclass(frozen=True)
 class SideBySide:
     """Two blocks side by side in HTML (wrapping under each other on a narrow page), in turn in Markdown."""
 
-    left: Table | Image
+    left: Table | Image | Stack
     right: Table | Image
 
 
@@ -71,9 +78,13 @@ Block = Heading | Paragraph | Bullets | Table | Image | SideBySide
 
 
 def flatten(blocks: Iterable[Block]) -> list[Block]:
-    """`blocks` with each side-by-side pair replaced by its two blocks."""
+    """`blocks` with each side-by-side pair replaced by its blocks in turn."""
     return [part for block in blocks
-            for part in ((block.left, block.right) if isinstance(block, SideBySide) else (block,))]
+            for part in ((*_parts(block.left), block.right) if isinstance(block, SideBySide) else (block,))]
+
+
+def _parts(block: Table | Image | Stack) -> tuple[Table | Image | Bullets | Paragraph, ...]:
+    return block.blocks if isinstance(block, Stack) else (block,)
 
 
 def to_markdown(blocks: Iterable[Block]) -> str:
@@ -81,7 +92,7 @@ def to_markdown(blocks: Iterable[Block]) -> str:
     parts = []
     for block in blocks:
         if isinstance(block, SideBySide):
-            parts.append(to_markdown((block.left, block.right)).rstrip("\n"))
+            parts.append(to_markdown((*_parts(block.left), block.right)).rstrip("\n"))
         elif isinstance(block, Heading):
             parts.append(f"{'#' * block.level} {block.text}")
         elif isinstance(block, Paragraph):
@@ -109,6 +120,9 @@ table { border-collapse: collapse; margin: 0; font-size: 0.88em; }
 .side { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; margin: 1em 0; }
 .side > * { flex: 1 1 20em; min-width: 0; margin: 0; }
 .side > .scroll { flex: none; width: min-content; max-width: 100%; }
+.side > .stack { flex: 1 1 26em; }
+.stack > .scroll { margin-top: 0; width: min-content; max-width: 100%; }
+.stack ul { padding-left: 1.2em; font-size: 0.92em; }
 .side td { white-space: nowrap; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
@@ -138,7 +152,9 @@ def _html_blocks(blocks: Iterable[Block]) -> str:
     body = []
     for block in blocks:
         if isinstance(block, SideBySide):
-            body.append(f'<div class="side">{_html_blocks((block.left, block.right))}</div>')
+            left = (f'<div class="stack">{_html_blocks(block.left.blocks)}</div>' if isinstance(block.left, Stack)
+                    else _html_blocks((block.left,)))
+            body.append(f'<div class="side">{left}\n{_html_blocks((block.right,))}</div>')
         elif isinstance(block, Heading):
             body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):

@@ -17,7 +17,7 @@ from harness.analysis.health import MAX_HEADLINE_HALF_WIDTH
 from harness.analysis.levels import Level, level_name, level_order
 from harness.analysis.stats import Estimate
 from harness.analysis.step_cost_fit import StepCostFit
-from harness.report.document import Block, Bullets, Heading, Image, Paragraph, SideBySide, Table
+from harness.report.document import Block, Bullets, Heading, Image, Paragraph, SideBySide, Stack, Table
 from harness.report.plots import RatioPoint, headline_plot
 from harness.systems import ALL_SYSTEMS
 
@@ -39,8 +39,6 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, setup: Sequence[st
         blocks.append(Paragraph(f"**{SMOKE_BANNER}**"))
     if rows:
         blocks.append(Paragraph(f"**{answer_sentence(rows, smoke)}** {_how(rows)} {_verdict_sentence(rows, smoke)}"))
-    if setup:
-        blocks.append(Bullets(tuple(setup)))
     ratio_names = list(dict.fromkeys(name for row in rows for name in row.ratios))
     header = ("spread", *ratio_names, "verdict")
     body = tuple(
@@ -49,8 +47,13 @@ def headline_blocks(rows: Sequence[HeadlineRow], smoke: bool, setup: Sequence[st
         for row in rows
     )
     headline_table = Table(header, body, table_id="headline")
-    blocks.append(SideBySide(headline_table, Image("headline", headline_plot(ratio_points(rows, table)),
-                                                   HEADLINE_CAPTION)) if rows else headline_table)
+    # The setup sits under the table, beside the plot: the answer, what it was measured on and the
+    # figure share the first screen.
+    left = Stack((headline_table, Bullets(tuple(setup)))) if setup else headline_table
+    if rows:
+        blocks.append(SideBySide(left, Image("headline", headline_plot(ratio_points(rows, table)), HEADLINE_CAPTION)))
+    else:
+        blocks += [headline_table, *([Bullets(tuple(setup))] if setup else [])]
     if not smoke:
         lines = [*(verdict_line(row) for row in rows if row.verdict != "stable"),
                  *(f"{level_name(row.level)}, warning: {warning}" for row in rows for warning in row.run_warnings)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.analysis.levels import Level, is_cap, level_name, level_order
@@ -23,13 +24,16 @@ class MeasuredRun:
     level: Level
     manifest: RunManifest
     planned_outputs: tuple[int, ...]
+    # Whether the run has the engine's step log (a server launched here that records steps).
+    engine_log: bool = True
 
 
 def measured_runs(runs: Sequence[Any]) -> list[MeasuredRun]:
     """MeasuredRun of each run that has `.entry.level` and `.data` (manifest and plan)."""
     return [
         MeasuredRun(run.entry.level, run.data.manifest,
-                    tuple(int(r["output_tokens"]) for r in run.data.plan["requests"]) if run.data.plan else ())
+                    tuple(int(r["output_tokens"]) for r in run.data.plan["requests"]) if run.data.plan else (),
+                    run.data.steps is not None)
         for run in runs
     ]
 
@@ -51,6 +55,7 @@ def setup_lines(runs: Sequence[MeasuredRun]) -> list[str]:
     ]
     if metadata["static_admission"]:
         lines.append("static: " + "; ".join(metadata["static_admission"]))
+    lines.extend(engine_log_lines(runs))
     lines.append(repetitions_line(runs))
     return lines
 
@@ -105,6 +110,10 @@ def plan_lines(runs: Sequence[MeasuredRun]) -> list[str]:
 
 def _shape(spec: Mapping[str, Any], with_cap: bool) -> str:
     """A plan's arrivals, prompts and output law in a phrase."""
+    trace = spec.get("trace")
+    if trace:
+        rate = f", replayed at {trace['rate']:g} requests/s" if trace.get("rate") else ""
+        return f"the trace {Path(trace['path']).name}'s arrivals, prompts and outputs{rate}"
     prompt = spec.get("prompt_tokens") or {}
     prompts = f"{prompt['value']}-token prompts" if prompt.get("kind") == "fixed" else f"{prompt.get('kind')} prompts"
     output = spec.get("output_tokens") or {}
@@ -116,6 +125,20 @@ def _shape(spec: Mapping[str, Any], with_cap: bool) -> str:
     arrival = (spec.get("arrival") or {}).get("kind", "?")
     sent = "all sent at once" if arrival == "burst" else f"{arrival} arrivals"
     return f"{sent}, {prompts}, outputs {law}"
+
+
+def engine_log_lines(runs: Sequence[MeasuredRun]) -> list[str]:
+    """Which systems' figures are the client's only, having no engine step log; none where every run has one."""
+    bare = {run.manifest.system: run for run in runs if not run.engine_log}
+    if not bare:
+        return []
+    why = {system: "a server batchbench did not launch" if run.manifest.server is None
+           else "its server records no engine steps" for system, run in bare.items()}
+    if len({run.manifest.system for run in runs}) == len(bare) and len(set(why.values())) == 1:
+        return [f"engine step log: none ({next(iter(why.values()))}): every figure is the client's"]
+    systems = sorted(bare, key=_system_order)
+    return [f"engine step log: none for {', '.join(f'{system} ({why[system]})' for system in systems)}: their"
+            " figures are the client's"]
 
 
 def repetitions_line(runs: Sequence[MeasuredRun]) -> str:

@@ -27,6 +27,21 @@ def trace_blocks(replays: Sequence[TraceReplay]) -> list[Block]:
     return blocks
 
 
+def trace_answer(replays: Sequence[TraceReplay]) -> str:
+    """The trace report's answer in a sentence: each system's median E2E from arrival over continuous's."""
+    parts = []
+    for replay in replays:
+        gaps = [f"{system.system}'s {times(ratio.point)} ({ratio.low:.2f}–{ratio.high:.2f}, {ratio.interval_label},"
+                f" {ratio.n} repetitions)" for system in replay.systems if (ratio := system.e2e_ratio) is not None]
+        if gaps:
+            parts.append(f"on {level_name(replay.level)}, median E2E from arrival over continuous's: {', '.join(gaps)}")
+    if not parts:
+        return ""
+    answer = "; ".join(parts)
+    return (answer[0].upper() + answer[1:] + ". The arrivals are open loop, so every system serves the trace's"
+            " rate and the gap shows in latency; throughput is under 'Throughput'.")
+
+
 def trace_summary(replays: Sequence[TraceReplay]) -> list[dict[str, Any]]:
     """summary.json's `traces`: each trace workload's shape and its systems' latency figures."""
     return [{"workload": level_name(replay.level), "shape": shape_summary(replay.shape),

@@ -123,7 +123,7 @@ def test_a_ratio_moved_by_the_machine_alone_is_noisy_and_says_so():
     assert health.verdict == "noisy" and health.stable and health.reasons == []
     assert health.noisy == ["continuous/naive: repetitions spread ±6.1% around the ratio (limit ±5%); at one machine"
                             " speed 1.68× within ±0.4%: the schedules repeated and the machine's speed moved"]
-    assert health.briefs == ["continuous/naive ±6.1%, machine speed"]
+    assert health.briefs == ["continuous/naive ±6.1%, at one speed ±0.4%: machine speed"]
 
 
 def test_a_ratio_that_moves_at_one_speed_too_is_unstable():
@@ -131,7 +131,7 @@ def test_a_ratio_that_moves_at_one_speed_too_is_unstable():
     at_one_speed = {"continuous/static": paired([1.30, 1.42, 1.45])}
     health = headline_health(ratios, [member("continuous"), member("static")], at_one_speed)
     assert health.verdict == "unstable"
-    assert health.briefs == ["continuous/static ±6.4%"]
+    assert health.briefs == ["continuous/static ±6.4%, at one speed ±5.4%"]
     assert health.reasons[0].endswith("at one machine speed too (±5.4%): the schedules differed")
 
 
