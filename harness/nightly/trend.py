@@ -81,6 +81,23 @@ def trend_title(suite_name: str, untested_vllm: Sequence[str] = ()) -> str:
     return untested_title(f"Nightly trend: {suite_name}", untested_vllm)
 
 
+def trend_setup(history: Mapping[str, pd.DataFrame]) -> list[str]:
+    """What tonight measured, in a few lines: machine, server build, model; and what a baseline is."""
+    frames = [frame for frame in history.values() if not frame.empty]
+    if not frames:
+        return []
+    rows = pd.concat(frames)
+    tonight = rows.loc[rows["invocation_id"] == rows.sort_values("recorded_at")["invocation_id"].iloc[-1]]
+    def values(*columns: str) -> str:
+        return "; ".join(dict.fromkeys(" ".join(str(v) for v in row) for row in tonight[list(columns)].to_numpy()))
+    return [
+        f"machine: {values('cpu')} ({values('cores')} cores), GPU {values('gpu')}",
+        f"server: {values('server_name', 'server_version')}; model: {values('model')}",
+        "baseline: earlier nights of the same configuration on the same machine and server build (a new build is"
+        " judged against the last one's nights)",
+    ]
+
+
 def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame],
                  untested_vllm: Sequence[str] = ()) -> list[Block]:
     """The trend report: tonight's verdict table, then one figure per configuration (an upgrade says so on its
@@ -94,6 +111,7 @@ def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.D
         Heading(trend_title(suite_name, untested_vllm), 1),
         *untested_vllm_blocks(untested_vllm),
         Paragraph(summary_line(result)),
+        *([Bullets(tuple(setup))] if (setup := trend_setup(history)) else []),
         Table(HEADER, tuple(rows(result)), table_id="gate", numeric=False),
     ]
     for index, config in enumerate(result.configs):

