@@ -21,18 +21,10 @@ from harness.report.step_cost_summary import StepCostSummary
 
 
 def overview_section(metadata: Mapping[str, Any]) -> list[Block]:
-    """How many runs, and on which hosts, models and versions."""
+    """How many runs, and the harness that made them (hosts, models and servers are in the setup lines above)."""
     hosts = metadata["hosts"]
-    items = [
-        "hosts: "
-        + "; ".join(f"{h['hostname']} ({h['cpu']}, {h['cores']} cores, {h['memory_gib']} GiB)" for h in hosts),
-        "models: " + ", ".join(metadata["models"]),
-        "servers: " + ", ".join(metadata["servers"]),
-        "batchbench: " + ", ".join(metadata["harness_versions"]) + " at git " + ", ".join(metadata["git_shas"]),
-    ]
-    if metadata.get("static_admission"):
-        items.append("static admission: " + "; ".join(metadata["static_admission"]))
-    blocks: list[Block] = [Paragraph(f"Built from {metadata['runs']} runs."), Bullets(tuple(items))]
+    made = ", ".join(metadata["harness_versions"]) + " at git " + ", ".join(metadata["git_shas"])
+    blocks: list[Block] = [Paragraph(f"Built from {metadata['runs']} runs, by batchbench {made}.")]
     if len(hosts) > 1:
         blocks.append(Paragraph(
             f"Warning: these runs come from {len(hosts)} different hosts; throughputs measured on different "

@@ -164,7 +164,6 @@ def test_report_sections_carry_the_numbers(sweep):
     # No model cards of GPU setups in a report of CPU runs.
     assert "OPT-13B on A100 40GB" not in page and "Model cards" not in page
     assert "Tiny synthetic runs." in page
-    assert "static admission: a batch forms when B requests wait or 1 s after the oldest waiting one arrived" in page
     # The step cost: 10 ms + 0.5 ms per sequence, so 16 sequences cost 18 / 10.5 = 1.7x one.
     assert "costs 1.7x one of 1" in page
     assert "Source: fitted on the engines" in page
@@ -365,6 +364,16 @@ def assembled(tmp_path_factory):
     dirs = [write_run(root, f"{system}-cap{cap}-r{rep}", system, cap_workload(cap), outputs, 2)
             for rep in (1, 2, 3) for cap, outputs in OUTPUTS.items() for system in ("continuous", "static", "naive")]
     return assemble_report(dirs, tmp_path_factory.mktemp("assembled"), caveats=["Tiny synthetic runs."])
+
+
+def test_the_setup_comes_before_the_details(assembled):
+    markdown = assembled.paths.markdown.read_text()
+    lead = markdown.split("## ", 1)[0]
+    for line in ("- model: tiny-llama", "- B: 2 for every system (admission is the only difference)",
+                 "- static: a batch forms when B requests wait or 1 s after the oldest waiting one arrived",
+                 "- repetitions: 3 of every system at every level"):
+        assert line in lead, line
+    assert "- plans: all sent at once" in lead and "cap 4: 4 requests, mean output" in lead
 
 
 @pytest.mark.browser
