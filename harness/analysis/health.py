@@ -88,7 +88,7 @@ MAX_CELL_HALF_WIDTH = 0.05
 # which a wider spread cannot promise. Pairing a repetition's systems cancels drift
 # between repetitions, not the machine's speed moving from one run to the next: in
 # default reproductions on a 2-core VM the measured paired ratios spread ±5-20% while
-# the same ratios at one machine speed spread at most ±2.5% (docs/validation/verdict.md).
+# the same ratios at one machine speed spread at most ±2.1% (docs/validation/verdict.md).
 # That is NOISY, not STABLE: the ratio shown did not repeat, and one speed says why.
 MAX_HEADLINE_HALF_WIDTH = 0.05
 # The one definition of "the schedule differed" (schedule_check), for cells and headline
