@@ -12,7 +12,9 @@ of `context_tokens` each. Three placements, tried in this order:
   when every server's need fits its share;
 - one at a time: a single server fits the cards but two do not: each system's server is
   started alone, at the default share, and restarted between systems.
-A model that does not fit even alone is a UsageError naming what it needs. So is static
+`force` (the jobs' --placement) puts the servers one at a time, or shared, whatever fits: to
+measure a placement on a host that does not need it. A model that does not fit even alone is
+a UsageError naming what it needs. So is static
 mode with data parallelism: each data-parallel rank runs its own scheduler, and the static
 plugin's batch is per scheduler, so B would be per rank, not the server's.
 """
@@ -20,7 +22,7 @@ plugin's batch is per scheduler, so B would be per rank, not the server's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -92,8 +94,12 @@ def place_servers(
     tensor_parallel: int = 1,
     data_parallel: int = 1,
     allowance: MemoryAllowance | None = None,
+    force: How | None = None,
 ) -> Placement:
-    """Place one server per mode on `cards` (see the module docstring); UsageError where none fits."""
+    """Place one server per mode on `cards` (see the module docstring); UsageError where none fits.
+
+    `force`: "shared" or "one at a time" whatever fits, the reason saying what would have been chosen.
+    """
     allowance = allowance or MemoryAllowance()
     if not cards:
         raise UsageError("placement: no GPU found (NVML lists none): a GPU job needs at least one")
@@ -108,11 +114,18 @@ def place_servers(
     need = per_card_need(model, batch_size, context_tokens, tensor_parallel, allowance)
     sizes = (f"{model.name} at B = {batch_size} x {context_tokens:,} tokens needs {need / 1e9:.1f} GB per card"
              f" (tensor parallel {tensor_parallel})")
+    if force is not None and need <= smallest * DEFAULT_UTILIZATION:
+        chosen = place_servers(cards, model, modes, batch_size, context_tokens, tensor_parallel, data_parallel,
+                               allowance)
+        if chosen.how != force:
+            share = DEFAULT_UTILIZATION if force == "one at a time" else _shared_share(len(modes))
+            places = tuple(ServerPlace(mode, tuple(range(group)), share) for mode in modes)
+            return Placement(force, places, f"forced (--placement); this host would be {chosen.how}: {chosen.why}")
     if len(cards) >= group * len(modes):
         places = tuple(ServerPlace(mode, tuple(range(i * group, (i + 1) * group)), DEFAULT_UTILIZATION)
                        for i, mode in enumerate(modes))
         return Placement("one card each", places, f"{len(cards)} GPUs: each server on its own {_cards(group)}")
-    share = math.floor(SHARED_UTILIZATION / len(modes) * 100) / 100
+    share = _shared_share(len(modes))
     if need <= smallest * share:
         places = tuple(ServerPlace(mode, tuple(range(group)), share) for mode in modes)
         return Placement("shared", places, f"{sizes}: {len(modes)} fit on the same {_cards(group)} at {share:g}"
@@ -124,6 +137,34 @@ def place_servers(
                          " restarted between systems")
     raise UsageError(f"placement: {sizes}, more than {DEFAULT_UTILIZATION:g} of {smallest / 1e9:.0f} GB: give a"
                      " larger tensor parallel, a smaller B or shorter requests")
+
+
+def turn_order(servers: Sequence[Hashable], up: Hashable | None) -> list[int]:
+    """One repetition's runs, as the indices of `servers` (each run's server, in the order given), reordered for
+    servers up one at a time: grouped by server, each group in the order given, the server already `up` first.
+
+    Every run stays in its repetition, so runs still pair by repetition; a repetition then ends on the server the
+    next one starts on, and a job of R repetitions on two servers starts them R + 1 times, not at every system.
+    """
+    groups: dict[Hashable, list[int]] = {}
+    for index, server in enumerate(servers):
+        groups.setdefault(server, []).append(index)
+    first = groups.pop(up, [])
+    return [*first, *(index for indices in groups.values() for index in indices)]
+
+
+def server_starts(servers: Sequence[Hashable], repetitions: int, up: Hashable | None = None) -> int:
+    """How many times `repetitions` repetitions of runs on `servers` start a server, one at a time, `up` up first."""
+    starts = 0
+    for _ in range(repetitions):
+        for index in turn_order(servers, up):
+            if servers[index] is not None and servers[index] != up:
+                starts, up = starts + 1, servers[index]
+    return starts
+
+
+def _shared_share(servers: int) -> float:
+    return math.floor(SHARED_UTILIZATION / servers * 100) / 100
 
 
 def _cards(count: int) -> str:

@@ -231,6 +231,8 @@ class ServerInfo:
     # `vllm_args` and `server_env` (NAME=VALUE). The history tells server builds apart by them.
     vllm_args: list[str] = field(default_factory=list)
     server_env: list[str] = field(default_factory=list)
+    # Where the job placed it and why, and which of its starts this is (harness.sweep.placing); None: not placed.
+    placement: str | None = None
 
 
 class ServerHandle(ServerProcess):

@@ -11,7 +11,7 @@ them (harness.sweep.servers.run_targets turns both into the servers a job runs o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -33,6 +33,8 @@ from launchers.layout import LAYOUTS, Layout
 # B, the batch width of every system, where none is chosen: vLLM's --max-num-seqs. In the
 # harness's code it is `batch_size`; a launcher's config keeps vLLM's name for it.
 DEFAULT_BATCH_SIZE = 16
+JobPlacement = Literal["auto", "shared", "one-at-a-time"]
+PLACEMENTS: tuple[JobPlacement, ...] = ("auto", "shared", "one-at-a-time")
 
 class ServerConfig(BaseModel):
     """The server parameters a user chooses (command-line flags, a suite's `server:` block)."""
@@ -58,6 +60,11 @@ class ServerConfig(BaseModel):
     vllm_args: tuple[str, ...] = Field(
         (), description="extra vLLM arguments, passed last, in order", json_schema_extra={"repeatable": True}
     )
+    # How a job's two vLLM servers share the host (harness.sweep.placing): forced, to measure a placement anywhere.
+    placement: JobPlacement = Field(
+        "auto", description="a job's vLLM servers: auto places them by the GPUs and the model (side by side on a"
+        " CPU host), shared keeps both up together, one-at-a-time starts each system's server alone, stopping the"
+        " other, and restarts them between systems (docs/gpu.md#placement)")
     # The vLLM the user deploys, in its own environment: batchbench only runs it and never installs there.
     server_python: str | None = Field(
         None, description="the Python of the vLLM environment to launch (default: $BATCHBENCH_SERVER_PYTHON, else"
@@ -97,6 +104,13 @@ class ServerConfig(BaseModel):
     def environment(self) -> dict[str, str]:
         """`server_env` as a mapping (a later NAME wins)."""
         return dict(assignment.split("=", 1) for assignment in self.server_env)
+
+    @field_validator("placement", mode="before")
+    @classmethod
+    def _known_placement(cls, placement: object) -> object:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"unknown placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
+        return placement
 
     @field_validator("layout", mode="before")
     @classmethod

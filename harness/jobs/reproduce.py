@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -209,6 +209,7 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     from harness.history import HistoryStore
     from harness.history.record import record
     from harness.report.assemble import JobStage, assemble_report
+    from harness.sweep.relay import placement_caveat
     from harness.sweep.runs import check_sweep_workers, iter_runs
 
     began = time.monotonic()
@@ -237,8 +238,9 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     interruption = Interruption()
 
     def write(stage: JobStage | None) -> AssembledReport:
-        return assemble_report(finished, out, caveats=[*CAVEATS, *skipped], smoke=job.quick, allow_partial=True,
-                               stage=stage)
+        placed = placement_caveat(finished)
+        return assemble_report(finished, out, caveats=[*CAVEATS, *skipped, *([placed] if placed else [])],
+                               smoke=job.quick, allow_partial=True, stage=stage)
 
     with contextlib.ExitStack() as stack:
         staged = not batches.uniform
@@ -255,7 +257,7 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
                     finished.append(made.path)
                     clock.run_done()
                     # A preliminary report after each whole repetition of these cells, but the job's last.
-                    if made.cell is not cells[-1] or len(finished) >= clock.total_runs:
+                    if not made.last_of_repetition or len(finished) >= clock.total_runs:
                         continue
                     progress = (f"{len(finished)} of {clock.total_runs} runs; the next runs rewrite this report"
                                 if staged else f"{made.repetition} of {repetitions} repetitions; the next repetition"
@@ -311,7 +313,7 @@ def _stages(job: Reproduction, server: ServerConfig, batches: SystemBatches, spe
     on a GPU host, the room placed for being the widest static batch's. No probe: each static
     server would need its own.
     """
-    from harness.sweep.placing import placed_configs
+    from harness.sweep.placing import job_placement
     from harness.sweep.runs import SweepCell
     from harness.sweep.servers import run_targets
     from harness.telemetry.gpu import gpu_inventory
@@ -325,15 +327,19 @@ def _stages(job: Reproduction, server: ServerConfig, batches: SystemBatches, spe
         return
     names = [spec.name for spec in specs]
     logger.info("no probe and no ETA: static restarts at each workload's B, and a probe prices one server")
-    configs = placed_configs(server, modes, specs, gpu_inventory(), batch_size=batches.largest_wave(names))
-    targets = run_targets(server, out, stack, modes=["continuous"], workloads=specs, placed=configs)
+    placed = job_placement(server, modes, specs, gpu_inventory(), batch_size=batches.largest_wave(names))
+    if placed.one_at_a_time:
+        raise UsageError(f"--preset {job.preset}: placement {placed.why}; one server at a time with a static server"
+                         " per B is not built yet: give a larger tensor parallel, or --placement shared")
+    configs = placed.configs
+    targets = run_targets(server, out, stack, modes=["continuous"], workloads=specs, placed=placed)
     for wave, group in batches.wave_groups(names):
         with contextlib.ExitStack() as static_stack:
             static = configs.get("static", server).model_copy(update={"max_num_seqs": wave})
             grouped = [spec for spec in specs if spec.name in group]
             logger.info(f"static at B = {wave} for {', '.join(group)}: starting its server")
             static_targets = run_targets(static, out / "static" / f"b{wave}", static_stack, modes=["static"],
-                                         workloads=grouped, placed={"static": static})
+                                         workloads=grouped, placed=replace(placed, configs={"static": static}))
             every = {**targets, **static_targets}
             yield [SweepCell(system, spec, every[SERVER_MODE[system]], batch_size=batches.of(system, spec.name))
                    for spec in grouped for system in job.systems], None

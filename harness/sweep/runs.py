@@ -13,7 +13,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.driver.backends import TRANSFORMERS, check_distributable
@@ -23,6 +23,7 @@ from harness.driver.runner import RunRequest, execute
 from harness.driver.runner import logger as run_logger
 from harness.driver.timeouts import DEFAULT_STALL_TIMEOUT_S
 from harness.driver.work import DEFAULT_MAX_USERS, check_one_process, user_count
+from harness.sweep.relay import announce_turns, in_turns
 from harness.sweep.servers import SweepTarget
 from harness.systems import HF_SYSTEMS
 from harness.workload import WorkloadSpec, build_plan
@@ -55,6 +56,8 @@ class FinishedRun:
     repetition: int
     seconds: float
     cell: SweepCell
+    # The last run of its repetition (servers up one at a time reorder a repetition's cells).
+    last_of_repetition: bool = False
 
 
 # What a progress line adds after its own text: where the whole job stands (None: nothing).
@@ -83,18 +86,24 @@ def iter_runs(
     Repetitions are interleaved (every cell once, then every cell again), across
     servers too: the servers stay up side by side (an idle vLLM server sleeps), so a
     drift of the machine's speed lands on every system alike, static included, instead
-    of on the server that happened to run later.
+    of on the server that happened to run later. Servers up one at a time (harness.sweep.relay)
+    keep the interleaving: each repetition runs its cells server by server, the server up first,
+    each started (the other stopped) and warmed up when its cells come.
 
     Ctrl-C in a run: the run keeps its finished rows (harness.driver.runner.execute) and
     KeyboardInterrupt propagates; the runs yielded before it are whole.
     """
-    targets = list({id(cell.target): cell.target for cell in cells}.values())
+    # A relay warms each server at its start.
+    targets = list({id(cell.target): cell.target for cell in cells if cell.target.slot is None}.values())
     for target in targets:
         warm_up(target.endpoint, target.headers or {}, target.batch_size, "hello " * 8, DEFAULT_STALL_TIMEOUT_S,
                 backend=target.backend)
+    announce_turns(cells, repetitions)
     for rep in range(first_repetition, first_repetition + repetitions):
-        ordered = cells[::-1] if alternate and (rep - first_repetition) % 2 else cells
+        ordered = in_turns(cells[::-1] if alternate and (rep - first_repetition) % 2 else cells)
         for cell in ordered:
+            # Its server started first, where the servers are up one at a time: the start's lines precede the run's.
+            live = replace(cell, target=cell.target.live())
             suffix = f"-r{rep}" if repetitions > 1 or first_repetition > 1 else ""
             out = runs_dir / f"{cell.prefix}{cell.system}-{cell.spec.name}{suffix}"
             header = f"[{cell.prefix}{cell.system}] {cell.spec.name}{suffix}"
@@ -102,8 +111,8 @@ def iter_runs(
             logger.info(f"{header} ({where})" if where else header)
             began = time.monotonic()
             with _indented(run_logger, note):
-                execute(_request(cell, out, cluster))
-            yield FinishedRun(out, rep, time.monotonic() - began, cell)
+                execute(_request(live, out, cluster))
+            yield FinishedRun(out, rep, time.monotonic() - began, cell, cell is ordered[-1])
 
 
 def run_cells(

@@ -6,7 +6,7 @@ Each becomes a SweepTarget: the endpoint as probed, its tokenizer, B and the kin
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from harness.driver.backends import BACKENDS, VLLM, Backend
 from harness.driver.endpoint import EndpointInfo, check_max_num_seqs, load_tokenizer, probe_endpoint
 from harness.errors import UsageError
-from harness.sweep.placing import placed_configs
+from harness.sweep.placing import PlacedServers, job_placement
 from harness.systems import MODES, ServerMode
 from harness.telemetry.gpu import gpu_inventory
 from harness.workload.prefixes import PREFIX_CACHE_ON
@@ -23,6 +23,7 @@ from launchers.kinds import kind_of
 from launchers.spec import Endpoints, ServerConfig
 
 if TYPE_CHECKING:
+    from harness.sweep.relay import Slot
     from harness.workload.spec import WorkloadSpec
 
 
@@ -39,11 +40,17 @@ class SweepTarget:
     backend: Backend = VLLM
     # client-static's waves wait this long for B arrivals (the static server's batch wait, kept by the client).
     batch_wait_s: float = 0.0
+    # Its server's turn where the job's servers are up one at a time (harness.sweep.relay); None: up all along.
+    slot: Slot | None = None
+
+    def live(self) -> SweepTarget:
+        """This target as its runs reach it: itself, or its server's, started if it is not the one up."""
+        return self.slot.live() if self.slot is not None else self
 
 
 def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, endpoints: Endpoints | None = None,
                 modes: Sequence[ServerMode] = MODES, workloads: Sequence[WorkloadSpec] = (),
-                placed: Mapping[str, ServerConfig] | None = None) -> dict[ServerMode, SweepTarget]:
+                placed: PlacedServers | None = None) -> dict[ServerMode, SweepTarget]:
     """The one place a job's servers come from: those given as `endpoints`, the others launched here.
 
     `modes`: the servers wanted, of any kind (launchers.kinds); vLLM's static is left out
@@ -55,7 +62,9 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
     UsageError (check_max_num_seqs). The servers launched serve `workloads` as they ask
     (server_for), and on a GPU host each vLLM server is placed on the cards
     (harness.sweep.placing), unless `placed` gives each mode's config as a caller placed it
-    (a job whose servers start at different times, placed together).
+    (a job whose servers start at different times, placed together). Placed one at a time
+    (or so forced), the vLLM servers launched are a relay (harness.sweep.relay): the first
+    up now, each other one started in its runs' turn.
     """
     server = server_for(server, workloads)
     endpoints = endpoints or Endpoints()
@@ -63,14 +72,26 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
     wanted = [mode for mode in modes
               if not (mode == "static" and endpoints.continuous and not endpoints.static)]
     launching = [mode for mode in wanted if given.get(mode) is None and kind_of(mode).name == "vllm"]
-    configs = placed if placed is not None else placed_configs(server, launching, workloads,
-                                                               gpu_inventory() if launching else [])
+    placement = placed if placed is not None else job_placement(server, launching, workloads,
+                                                                gpu_inventory() if launching else [])
+    configs = placement.configs
     targets: dict[ServerMode, SweepTarget] = {}
+    if placement.one_at_a_time and len(launching) > 1:
+        from harness.sweep.relay import Relay
+
+        relay = Relay({mode: server_for(configs.get(mode, server), workloads) for mode in launching}, out, stack,
+                      placement.line(), endpoints.tokenizer, server.batch_wait_s)
+        targets.update(relay.targets(launching[0]))
     for mode in wanted:
         url = given.get(mode)
+        if mode in targets:
+            continue
         if url is None:
             config = server_for(configs.get(mode, server), workloads)
             launched = stack.enter_context(kind_of(mode).launch(config, mode, out / "servers" / mode))
+            if placement.how is not None:
+                launched.info.placement = placement.line()
+                launched.write_info()
             targets[mode] = replace(launched_target(launched, config.max_num_seqs, endpoints.tokenizer),
                                     batch_wait_s=server.batch_wait_s)
             continue

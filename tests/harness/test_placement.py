@@ -6,7 +6,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.paper.physics import LLAMA_3_1_8B, OPT_13B, MemoryAllowance, kv_bytes_per_token
-from harness.placement import Card, per_card_need, place_servers
+from harness.placement import Card, per_card_need, place_servers, server_starts, turn_order
 
 # What NVML reports for each board (MiB x 2**20).
 H100 = Card("NVIDIA H100 80GB HBM3", 81_559 * 2**20)
@@ -70,3 +70,27 @@ def test_what_cannot_be_placed_is_one_line_naming_why(cards, model, settings, fr
     with pytest.raises(UsageError) as raised:
         place_servers(cards, model, MODES, **settings)
     assert fragment in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_forced_placement_is_kept_and_says_what_would_have_been_chosen():
+    alone = place_servers([H100], LLAMA_3_1_8B, MODES, batch_size=64, context_tokens=1024, force="one at a time")
+    assert alone.one_at_a_time and [s.memory_share for s in alone.servers] == [0.9, 0.9]
+    assert alone.why.startswith("forced (--placement); this host would be shared:")
+    shared = place_servers([A100_40], OPT_13B, MODES, batch_size=8, context_tokens=640, force="shared")
+    assert shared.how == "shared" and [s.memory_share for s in shared.servers] == [0.45, 0.45]
+    # Forcing what would be chosen anyway changes nothing.
+    assert place_servers([A100_40], OPT_13B, MODES, 8, 640, force="one at a time") == place_servers(
+        [A100_40], OPT_13B, MODES, 8, 640)
+
+
+def test_one_at_a_time_runs_each_repetition_server_by_server_starting_with_the_server_up():
+    # One workload's cells as a reproduction gives them: continuous, static, naive (naive on the continuous server).
+    servers = ["continuous", "static", "continuous"] * 2
+    assert turn_order(servers, None) == [0, 2, 3, 5, 1, 4]
+    assert turn_order(servers, "static") == [1, 4, 0, 2, 3, 5]
+    # Every run stays in its repetition: each order is a permutation of the repetition's cells.
+    assert sorted(turn_order(servers, "static")) == list(range(len(servers)))
+    # Two servers over three repetitions: 4 starts (3 restarts), not one per change of system (5 per repetition).
+    assert server_starts(servers, 3) == 4
+    assert server_starts(servers, 3, up="continuous") == 3
+    assert server_starts(["continuous"] * 3, 5) == 1

@@ -47,7 +47,7 @@ def test_every_option_reaches_the_spec():
     built = specs(
         "--model", "opt-13b", "--max-num-seqs", "8", "--host", "0.0.0.0", "--batch-wait-s", "0.5",
         "--kv-cache-bytes", "4096", "--startup-timeout-s", "60", "--layout", "as-launched",
-        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3", "--server-python", "/opt/vllm/bin/python",
+        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3", "--placement", "one-at-a-time", "--server-python", "/opt/vllm/bin/python",
         "--server-env", "VLLM_CPU_KVCACHE_SPACE=2", "--server-env", "OMP_NUM_THREADS=1", "--allow-untested-vllm",
     )
     assert built["serve"] == built["run"] == built["reproduce"]
@@ -58,6 +58,7 @@ def test_every_option_reaches_the_spec():
         "host": "0.0.0.0",
         "port": None,
         "vllm_args": ["--enforce-eager", "--seed=3"],
+        "placement": "one-at-a-time",
         "batch_wait_s": 0.5,
         "async_scheduling": None,
         "kv_cache_bytes": 4096,
@@ -109,7 +110,7 @@ def test_server_flags_are_generated_from_the_model():
     serve = flags["serve"]
     assert [flag for name in fields for flag in serve[name]["flags"]] == [
         "--model", "--max-num-seqs", "--host", "--batch-wait-s", "--kv-cache-bytes", "--startup-timeout-s",
-        "--layout", "--vllm-arg", "--server-python", "--server-env", "--allow-untested-vllm",
+        "--layout", "--vllm-arg", "--placement", "--server-python", "--server-env", "--allow-untested-vllm",
     ]
     for name, (default, description) in fields.items():
         assert description in serve[name]["help"], name
@@ -122,6 +123,7 @@ def test_server_flags_are_generated_from_the_model():
     assert "(default 16)" in serve["max_num_seqs"]["help"] and "(default 127.0.0.1)" in serve["host"]["help"]
     assert "(default 600)" in serve["startup_timeout_s"]["help"]
     assert serve["layout"]["choices"] == ["auto", "engine-with-worker", "yield-engine", "as-launched"]
+    assert serve["placement"]["choices"] == ["auto", "shared", "one-at-a-time"]
 
 
 def test_every_checked_field_is_an_option_of_its_command():

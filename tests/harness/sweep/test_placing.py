@@ -7,9 +7,9 @@ import json
 import pytest
 
 from harness.errors import UsageError
-from harness.sweep.placing import context_tokens, model_shape, parallel_size, placed_configs
+from harness.sweep.placing import context_tokens, job_placement, model_shape, parallel_size, placed_configs
 from harness.workload import BurstArrival, FixedLength, WorkloadSpec
-from launchers.spec import ServerConfig
+from launchers.spec import ServerConfig, ServerSpec
 
 H100 = ("NVIDIA H100 80GB HBM3", 81_559 * 2**20)
 A100_40 = ("NVIDIA A100-SXM4-40GB", 40_960 * 2**20)
@@ -44,12 +44,26 @@ def test_nothing_is_placed_without_cards_with_the_users_own_placement_or_an_unkn
     assert placed_configs(hub, MODES, [workload(512, 128)], [H100]) == dict.fromkeys(MODES, hub)
 
 
-def test_one_server_at_a_time_is_refused_in_one_line_until_it_is_built():
+def test_one_server_at_a_time_is_placed_and_a_job_that_keeps_its_servers_up_refuses_it_in_one_line():
     server = ServerConfig(model="opt-13b", max_num_seqs=8)
-    with pytest.raises(UsageError, match="one server at a time is not built yet: run one system per job"):
+    placed = job_placement(server, MODES, [workload(512, 128)], [A100_40])
+    assert placed.one_at_a_time and "one fits at 0.9 of 43 GB, 2 at 0.45 each do not" in placed.why
+    assert [placed.configs[mode].vllm_args for mode in MODES] == [("--gpu-memory-utilization", "0.9")] * 2
+    with pytest.raises(UsageError, match="keeps its servers up side by side"):
         placed_configs(server, MODES, [workload(512, 128)], [A100_40])
 
 
+def test_placement_one_at_a_time_is_forced_on_a_cpu_host_and_a_bad_value_is_refused():
+    server = ServerConfig(model="tiny", placement="one-at-a-time")
+    placed = job_placement(server, MODES, [workload(16, 16)], [])
+    assert placed.one_at_a_time and placed.configs == dict.fromkeys(MODES, server)
+    assert placed.line() == ("one at a time: forced (--placement one-at-a-time) on a host where both fit side by"
+                             " side")
+    # One server needs no turns.
+    assert not job_placement(server, ["continuous"], [workload(16, 16)], []).one_at_a_time
+    assert job_placement(ServerConfig(model="tiny"), MODES, [workload(16, 16)], []).how is None
+    with pytest.raises(UsageError, match="unknown placement 'alone': use one of auto, shared, one-at-a-time"):
+        ServerSpec.of(ServerConfig.model_construct(placement="alone"), "continuous")
 def test_shapes_come_from_profiles_with_their_layers_and_from_directories(tmp_path):
     assert model_shape("llama-3.1-8b").num_layers == 32
     assert model_shape("llama-3.1-8b:layers=4").num_layers == 4
