@@ -162,6 +162,10 @@ class Endpoints:
     tokenizer: str | None = None
     # The model an endpoint must serve; None: its only one.
     model: str | None = None
+    # The kind of server at the endpoints (a harness.driver.backends name); None: vLLM.
+    backend: str | None = None
+    # The context in tokens the user states for the endpoints' server; None: as the server states it.
+    max_model_len: int | None = None
 
 
 def as_usage_error(exc: ValidationError, subject: str) -> UsageError:

@@ -3,7 +3,8 @@
 A cell is one system at one spread level, run several times. Its figure is the
 median total tok/s (Anyscale's (prompt + useful tokens) / makespan) of its runs, with
 an order-statistic interval and its true coverage (harness.analysis.stats). A headline row sets, at one
-level, continuous against static and against naive: paired by repetition when the
+level, continuous against static (client-static where static was not measured) and against
+naive: paired by repetition when the
 systems ran interleaved, else the ratio of the medians with an unpaired interval; its
 verdict is on those ratios.
 Beside the measured figures, the same at one machine speed (harness.analysis.speed)
@@ -13,7 +14,7 @@ where every run has an engine log. Pure: the runs come in already measured.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,8 @@ from harness.rundir.reader import RunData
 from harness.systems import OPEN_LOOP_ARRIVALS
 
 HEADLINE_RATIOS = (("continuous", "static"), ("continuous", "naive"))
+# Where static was not measured (a server batchbench did not launch), static batching kept by the client stands in.
+CLIENT_HEADLINE_RATIOS = (("continuous", "client-static"), ("continuous", "naive"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,10 +231,17 @@ def level_ratios(cells: Sequence[Cell], pairs: Sequence[tuple[str, str]],
     return ratios
 
 
+def headline_pairs(systems: Collection[str]) -> tuple[tuple[str, str], ...]:
+    """The ratios a level's headline row shows: continuous over static and over naive, with client-static in
+    static's place where static was not measured."""
+    return CLIENT_HEADLINE_RATIOS if "static" not in systems and "client-static" in systems else HEADLINE_RATIOS
+
+
 def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
-    """One row per spread level that has continuous and at least one of static or naive."""
-    measured = level_ratios(cells, HEADLINE_RATIOS)
-    at_one_speed = level_ratios(cells, HEADLINE_RATIOS, _normalised)
+    """One row per spread level that has continuous and at least one of static (or client-static) or naive."""
+    every = tuple(dict.fromkeys((*HEADLINE_RATIOS, *CLIENT_HEADLINE_RATIOS)))
+    measured = level_ratios(cells, every)
+    at_one_speed = level_ratios(cells, every, _normalised)
     by_level: dict[Level, dict[str, Cell]] = {}
     for cell in cells:
         by_level.setdefault(cell.level, {})[cell.system] = cell
@@ -239,11 +249,12 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     for level, systems in by_level.items():
         if "continuous" not in systems:
             continue
-        names = [f"{a}/{b}" for a, b in HEADLINE_RATIOS]
+        pairs = headline_pairs(systems)
+        names = [f"{a}/{b}" for a, b in pairs]
         ratios = {name: measured[level, name] for name in names if (level, name) in measured}
         normalised = {name: at_one_speed[level, name] for name in names if (level, name) in at_one_speed}
         members = [_member(system, systems[system])
-                   for system in dict.fromkeys(name for pair in HEADLINE_RATIOS for name in pair) if system in systems]
+                   for system in dict.fromkeys(name for pair in pairs for name in pair) if system in systems]
         health = headline_health(ratios, members, normalised)
         if ratios:
             rows.append(HeadlineRow(level, ratios, health.verdict, tuple(health.reasons), normalised,

@@ -79,6 +79,17 @@ CAVEATS = (
     " tokens per makespan, is not affected; the occupancy plot is coarser where the gaps are.",
 )
 
+# The experiment on a server batchbench did not launch: its own batching, static batching and naive's padded waves
+# both kept by the client.
+ATTACHED_SYSTEMS: tuple[SystemName, ...] = ("continuous", "client-static", "naive")
+ATTACHED_CAVEAT = (
+    "The server was given by --endpoint, not launched here: it has no static mode and no engine step log here."
+    " Static batching is kept by the client (client-static): waves of B requests, unpadded, each sent once the"
+    " previous one has ended, so a server with at least B slots runs the static schedule whatever its own scheduler"
+    " is (docs/validation/client-static.md). Every figure is the client's: nothing is predicted, and no ratio is"
+    " re-priced at one machine speed."
+)
+
 TRANSFORMERS_CAVEAT = (
     "hf-continuous and hf-sequential are Hugging Face's `transformers serve`, a second server. Its continuous"
     " batching has no cap of B sequences per step: on a CPU the launcher gives each step 512 tokens and the cache"
@@ -168,9 +179,11 @@ class Reproduction(BaseModel):
             raise UsageError(f"--preset {self.preset}: --budget-min sizes plans from a probe of one static server,"
                              " and the preset starts one per B: use the full size or --quick")
 
-    @property
-    def systems(self) -> tuple[SystemName, ...]:
-        """vLLM's three systems, and transformers serve's two with `transformers`."""
+    def systems_on(self, endpoints: Endpoints) -> tuple[SystemName, ...]:
+        """vLLM's three systems, and transformers serve's two with `transformers`; on a continuous endpoint given
+        without a static one, static batching kept by the client (client-static) in static's place."""
+        if endpoints.continuous and not endpoints.static:
+            return ATTACHED_SYSTEMS
         return SYSTEMS + HF_SYSTEMS if self.transformers else SYSTEMS
 
 
@@ -198,8 +211,9 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
     job.check(endpoints, server)
     out = job.out or default_out()
     specs = load_specs(list(job.workloads))
+    systems = job.systems_on(endpoints)
     conversations = [spec.name for spec in specs if spec.trace is not None and spec.trace.conversation is not None]
-    if conversations and "naive" in job.systems:
+    if conversations and "naive" in systems:
         raise UsageError(f"{', '.join(conversations)}: a conversation cannot be sent in naive's padded waves, which"
                          " reproduce runs: replay it with `batchbench run --system continuous` and `--system static`")
 
@@ -222,14 +236,14 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
                  for spec in specs for quick in (quick_requests(batches.wave(spec.name)),)]
     cluster = cluster_spec(job.workers)
     for wave, group in batches.wave_groups([spec.name for spec in specs]):
-        check_sweep_workers([spec for spec in specs if spec.name in group], job.systems, wave, cluster)
+        check_sweep_workers([spec for spec in specs if spec.name in group], systems, wave, cluster)
     require_new_dir(out, "report directory")
     store = None if job.history is None else HistoryStore(job.history)
     runs_dir = out / "runs"
 
     skipped = []
     if endpoints.continuous and not endpoints.static:
-        skipped.append("Static batching was not measured: --endpoint was given without --static-endpoint.")
+        skipped.append(ATTACHED_CAVEAT)
     if job.transformers:
         skipped.append(TRANSFORMERS_CAVEAT)
     if not batches.uniform:
@@ -244,9 +258,9 @@ def reproduce(job: Reproduction, server: ServerConfig, endpoints: Endpoints) -> 
 
     with contextlib.ExitStack() as stack:
         staged = not batches.uniform
-        clock = JobClock(None, len(specs) * len(job.systems) * repetitions)
+        clock = JobClock(None, len(specs) * len(systems) * repetitions)
         with interruption.catch(lambda: f"stopped by Ctrl-C after {len(finished)} of {clock.total_runs} runs"):
-            for cells, plan in _stages(job, server, batches, specs, endpoints, out, stack, repetitions):
+            for cells, plan in _stages(job, systems, server, batches, specs, endpoints, out, stack, repetitions):
                 if plan is not None:
                     clock.replan(plan)
                 elif not staged:
@@ -303,8 +317,9 @@ def batches_caveat(batches: SystemBatches, workloads: Sequence[str]) -> str:
 Stage = tuple["list[SweepCell]", "JobPlan | None"]
 
 
-def _stages(job: Reproduction, server: ServerConfig, batches: SystemBatches, specs: list[WorkloadSpec],
-            endpoints: Endpoints, out: Path, stack: contextlib.ExitStack, repetitions: int) -> Iterator[Stage]:
+def _stages(job: Reproduction, systems: Sequence[SystemName], server: ServerConfig, batches: SystemBatches,
+            specs: list[WorkloadSpec], endpoints: Endpoints, out: Path, stack: contextlib.ExitStack,
+            repetitions: int) -> Iterator[Stage]:
     """The job's cells in the order they run, each group with its plan (None: no estimate), its servers up.
 
     One B for every system: one group, both servers up for the whole job, sized from a probe
@@ -318,12 +333,12 @@ def _stages(job: Reproduction, server: ServerConfig, batches: SystemBatches, spe
     from harness.sweep.servers import run_targets
     from harness.telemetry.gpu import gpu_inventory
 
-    modes = modes_for(job.systems)
+    modes = modes_for(systems)
     if batches.uniform:
         targets = run_targets(server, out, stack, endpoints, modes=modes, workloads=specs)
-        specs, plan = _plan(job, server.max_num_seqs, specs, targets, repetitions, out / "probe")
+        specs, plan = _plan(job, systems, server.max_num_seqs, specs, targets, repetitions, out / "probe")
         yield [SweepCell(system, spec, targets[SERVER_MODE[system]])
-               for spec in specs for system in job.systems if SERVER_MODE[system] in targets], plan
+               for spec in specs for system in systems if SERVER_MODE[system] in targets], plan
         return
     names = [spec.name for spec in specs]
     logger.info("no probe and no ETA: static restarts at each workload's B, and a probe prices one server")
@@ -342,11 +357,12 @@ def _stages(job: Reproduction, server: ServerConfig, batches: SystemBatches, spe
                                          workloads=grouped, placed=replace(placed, configs={"static": static}))
             every = {**targets, **static_targets}
             yield [SweepCell(system, spec, every[SERVER_MODE[system]], batch_size=batches.of(system, spec.name))
-                   for spec in grouped for system in job.systems], None
+                   for spec in grouped for system in systems], None
 
 
-def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets: dict[ServerMode, SweepTarget],
-          repetitions: int, probe_dir: Path) -> tuple[list[WorkloadSpec], JobPlan | None]:
+def _plan(job: Reproduction, systems: Sequence[SystemName], batch_size: int, specs: list[WorkloadSpec],
+          targets: dict[ServerMode, SweepTarget], repetitions: int,
+          probe_dir: Path) -> tuple[list[WorkloadSpec], JobPlan | None]:
     """The plans the job runs, sized from a probe of this machine, and the job's estimate (None: no probe).
 
     The probe and the sizing are vLLM's: transformers serve records no engine steps. Its
@@ -373,7 +389,7 @@ def _plan(job: Reproduction, batch_size: int, specs: list[WorkloadSpec], targets
         for workload in sizing.workloads:
             logger.info(f"{workload.spec.name}: {workload.spec.num_requests} of its {workload.full_requests} requests,"
                         f" fastest run about {workload.fastest_run_s:.0f} s")
-    every = [system for system in job.systems if SERVER_MODE[system] in targets]
+    every = [system for system in systems if SERVER_MODE[system] in targets]
     # A server with no step log is priced as vLLM's continuous until its own runs rescale it.
     stand_ins: dict[SystemName, SystemName] = {system: "continuous" for system in every
                                                if not kind_of(SERVER_MODE[system]).records_steps}

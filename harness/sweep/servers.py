@@ -6,6 +6,7 @@ Each becomes a SweepTarget: the endpoint as probed, its tokenizer, B and the kin
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -25,6 +26,8 @@ from launchers.spec import Endpoints, ServerConfig
 if TYPE_CHECKING:
     from harness.sweep.relay import Slot
     from harness.workload.spec import WorkloadSpec
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,31 @@ def run_targets(server: ServerConfig, out: Path, stack: contextlib.ExitStack, en
                                     batch_wait_s=server.batch_wait_s)
             continue
         # An endpoint must serve the model named.
-        info = probe_endpoint(url, {}, endpoints.model)
-        check_max_num_seqs(info, server.max_num_seqs)
+        backend = BACKENDS[endpoints.backend or VLLM.name]
+        info = stated_context(probe_endpoint(url, {}, endpoints.model, backend), endpoints.max_model_len)
+        check_max_num_seqs(info, server.max_num_seqs, {}, backend)
         targets[mode] = SweepTarget(info, load_tokenizer(endpoints.tokenizer, info), server.max_num_seqs,
-                                    batch_wait_s=server.batch_wait_s)
+                                    backend=backend, batch_wait_s=server.batch_wait_s)
     return targets
+
+
+def stated_context(info: EndpointInfo, max_model_len: int | None) -> EndpointInfo:
+    """`info` with the context the user states (--max-model-len) where the server states none.
+
+    A server that states another context is a UsageError: the plans are checked against it
+    (harness.driver.work.check_fits) before any load.
+    """
+    if max_model_len is None:
+        return info
+    if info.max_model_len is None:
+        logger.info(f"context not stated by the server at {info.base_url}: taken from --max-model-len"
+                    f" ({max_model_len} tokens)")
+        return replace(info, max_model_len=max_model_len)
+    if info.max_model_len != max_model_len:
+        raise UsageError(f"--max-model-len {max_model_len} does not match the server at {info.base_url}, which"
+                         f" states max_model_len {info.max_model_len}: pass --max-model-len {info.max_model_len}")
+    logger.info(f"context = {max_model_len} tokens: stated by the server at {info.base_url}")
+    return info
 
 
 def server_for(server: ServerConfig, workloads: Sequence[WorkloadSpec]) -> ServerConfig:
