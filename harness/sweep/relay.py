@@ -134,9 +134,9 @@ def placement_caveat(runs: Sequence[Path]) -> str | None:
             starts.setdefault(server["mode"], set()).add(server["pid"])
     if placement is None:
         return None
-    counts = ", ".join(f"{mode} {len(pids)} times" for mode, pids in starts.items())
-    restarts = sum(len(pids) for pids in starts.values()) - len(starts)
+    counts = ", ".join(f"{mode} {len(pids)}" for mode, pids in starts.items())
+    total = sum(len(pids) for pids in starts.values())
     return (f"Servers placed {placement}. Each system's server was started alone, warmed up, and stopped before the"
-            f" other's: started {counts} ({restarts} restarts), the runs of each repetition server by server so that"
-            " they still pair by repetition. Each start wrote its own step log: every run's steps are those of the"
-            " start it ran on.")
+            f" other's: the runs ran on {total} server starts ({counts}; the first up before the first run, so"
+            f" {total - 1} restarts between runs), each repetition server by server so that runs still pair by"
+            " repetition. Each start wrote its own step log: every run's steps are those of the start it ran on.")
