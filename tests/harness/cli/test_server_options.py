@@ -106,7 +106,10 @@ def parsers() -> dict:
 def test_server_flags_are_generated_from_the_model():
     found = parsers()
     flags, fields = found["flags"], found["fields"]
-    assert flags["serve"] == flags["run"] == flags["reproduce"]
+    # reproduce leaves B unset so that a preset can fill it (harness.cli.reproduce.apply_preset); else as serve's.
+    reproduce = {**flags["reproduce"], "max_num_seqs": {**flags["reproduce"]["max_num_seqs"], "default": 16}}
+    assert flags["reproduce"]["max_num_seqs"]["default"] is None
+    assert flags["serve"] == flags["run"] == reproduce
     serve = flags["serve"]
     assert [flag for name in fields for flag in serve[name]["flags"]] == [
         "--model", "--max-num-seqs", "--host", "--batch-wait-s", "--kv-cache-bytes", "--startup-timeout-s",
