@@ -15,7 +15,8 @@ from harness.analysis.stats import paired_ratio_ci, unpaired_ratio_ci
 
 STABLE = Health(())
 # A run that lost tokens: its figure is not the server's, whatever its repetitions show.
-UNSTABLE = Health((Check("token count", -10.0, 0.0, False, "unstable", "client received 90 tokens, engine generated 100"),))
+UNSTABLE = Health((Check("token count", -10.0, 0.0, False, "unstable",
+                         "client received 90 tokens, engine generated 100"),))
 # A run that failed only a check of precision: a warning, judged by how the ratio repeats.
 IMPRECISE = Health((Check("makespan", 5.0, 20.0, False, "unstable", "run lasted 5.0 s"),))
 

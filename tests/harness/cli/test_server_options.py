@@ -47,7 +47,8 @@ def test_every_option_reaches_the_spec():
     built = specs(
         "--model", "opt-13b", "--max-num-seqs", "8", "--host", "0.0.0.0", "--batch-wait-s", "0.5",
         "--kv-cache-bytes", "4096", "--startup-timeout-s", "60", "--layout", "as-launched",
-        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3", "--placement", "one-at-a-time", "--server-python", "/opt/vllm/bin/python",
+        "--vllm-arg=--enforce-eager", "--vllm-arg=--seed=3", "--placement", "one-at-a-time",
+        "--server-python", "/opt/vllm/bin/python",
         "--server-env", "VLLM_CPU_KVCACHE_SPACE=2", "--server-env", "OMP_NUM_THREADS=1", "--allow-untested-vllm",
     )
     assert built["serve"] == built["run"] == built["reproduce"]

@@ -428,7 +428,8 @@ def test_a_paired_headline_and_the_gap_table_name_their_estimators(tmp_path):
             edit_manifest(run_dir, started_at=T0 + 100 * rep)
             dirs.append(run_dir)
     markdown = assemble_report(dirs, tmp_path / "report").paths.markdown.read_text()
-    assert "the geometric mean of 3 repetitions' ratios, the systems back to back in each" in markdown.split("## ", 1)[0]
+    lead = markdown.split("## ", 1)[0]
+    assert "the geometric mean of 3 repetitions' ratios, the systems back to back in each" in lead
     gap = markdown.split("## Throughput gap", 1)[1].split("##", 1)[0]
     assert ("The ratio columns are the headline's (the geometric mean over repetitions of each repetition's ratio),"
             " so they need not equal the quotient of the median runs' figures beside them.") in gap
