@@ -294,7 +294,8 @@ def test_a_reproduce_killed_in_its_second_repetition_leaves_readable_runs_and_an
         WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1000]").replace("num_requests: 12", "num_requests: 16")
     )
     out = tmp_path / "job"
-    # Without --static-endpoint the job runs continuous and naive: continuous goes first in each repetition.
+    # Without --static-endpoint the job runs continuous, client-static and naive: continuous goes first in each
+    # repetition.
     cut = out / "runs" / "continuous-small-spread-r2"
     process = journaling(cut, "reproduce", "--workloads", str(path), "--endpoint", server.base_url, "--model", "tiny",
                          "--max-num-seqs", "4", "--repetitions", "2", "--out", str(out), "--no-history")
@@ -302,7 +303,7 @@ def test_a_reproduce_killed_in_its_second_repetition_leaves_readable_runs_and_an
     process.wait(timeout=30)
     assert not (cut / "records.parquet").exists()
     whole = sorted(run.name for run in (out / "runs").iterdir() if (run / "records.parquet").exists())
-    assert whole == ["continuous-small-spread-r1", "naive-small-spread-r1"]
+    assert whole == ["client-static-small-spread-r1", "continuous-small-spread-r1", "naive-small-spread-r1"]
 
     # The report the first repetition left says how far the job got.
     summary = json.loads((out / "summary.json").read_text())
@@ -319,4 +320,4 @@ def test_a_reproduce_killed_in_its_second_repetition_leaves_readable_runs_and_an
     summary = json.loads((tmp_path / "partial" / "summary.json").read_text())
     (cut_run,) = summary["partial"]
     assert cut_run.startswith(f"{cut.name}: killed before it wrote its tables")
-    assert summary["metadata"]["runs"] == 3
+    assert summary["metadata"]["runs"] == 4
