@@ -208,6 +208,14 @@ def _member(system: str, cell: Cell) -> HeadlineMember:
     return HeadlineMember(system, tuple(run.health for run in cell.runs), tuple(run.engine for run in cell.runs))
 
 
+def _cells_by_level(cells: Sequence[Cell]) -> dict[Level, dict[str, Cell]]:
+    """Each level's cells by system."""
+    by_level: dict[Level, dict[str, Cell]] = {}
+    for cell in cells:
+        by_level.setdefault(cell.level, {})[cell.system] = cell
+    return by_level
+
+
 def level_ratios(cells: Sequence[Cell], pairs: Sequence[tuple[str, str]],
                  value: Callable[[AssessedRun], float] = _measured_tok_s) -> dict[tuple[Level, str], Estimate]:
     """At each level, `a/b` for every pair in `pairs` whose two cells exist: run_ratio of their runs.
@@ -215,9 +223,7 @@ def level_ratios(cells: Sequence[Cell], pairs: Sequence[tuple[str, str]],
     The one estimate of a ratio that every section of a report shows (headline, gap table,
     findings, published comparison). `value`: what is divided (total tok/s by default).
     """
-    by_level: dict[Level, dict[str, Cell]] = {}
-    for cell in cells:
-        by_level.setdefault(cell.level, {})[cell.system] = cell
+    by_level = _cells_by_level(cells)
     ratios = {}
     for level, systems in by_level.items():
         for numerator, denominator in pairs:
@@ -242,9 +248,7 @@ def headline(cells: Sequence[Cell]) -> list[HeadlineRow]:
     every = tuple(dict.fromkeys((*HEADLINE_RATIOS, *CLIENT_HEADLINE_RATIOS)))
     measured = level_ratios(cells, every)
     at_one_speed = level_ratios(cells, every, _normalised)
-    by_level: dict[Level, dict[str, Cell]] = {}
-    for cell in cells:
-        by_level.setdefault(cell.level, {})[cell.system] = cell
+    by_level = _cells_by_level(cells)
     rows = []
     for level, systems in by_level.items():
         if "continuous" not in systems:
