@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     Strict,
     ValidationError,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
@@ -105,19 +106,13 @@ class ServerConfig(BaseModel):
         """`server_env` as a mapping (a later NAME wins)."""
         return dict(assignment.split("=", 1) for assignment in self.server_env)
 
-    @field_validator("placement", mode="before")
+    @field_validator("placement", "layout", mode="before")
     @classmethod
-    def _known_placement(cls, placement: object) -> object:
-        if placement not in PLACEMENTS:
-            raise ValueError(f"unknown placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
-        return placement
-
-    @field_validator("layout", mode="before")
-    @classmethod
-    def _known_layout(cls, layout: object) -> object:
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
-        return layout
+    def _known_choice(cls, value: object, info: ValidationInfo) -> object:
+        known: tuple[str, ...] = {"placement": PLACEMENTS, "layout": LAYOUTS}[str(info.field_name)]
+        if value not in known:
+            raise ValueError(f"unknown {info.field_name} {value!r}: use one of {', '.join(known)}")
+        return value
 
 
 class ServerSpec(ServerConfig):
