@@ -49,8 +49,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_WORKLOAD = "cpu-anyscale-latency"
-# Naive waves are sent whole, ignoring arrival times (harness.driver.work), so only these two are swept.
+# Naive waves are sent whole, ignoring arrival times (harness.driver.work), so only continuous and static batching
+# are swept: the static server's, or on a continuous endpoint given alone, static batching kept by the client.
 RATE_SYSTEMS: tuple[SystemName, ...] = ("continuous", "static")
+ATTACHED_RATE_SYSTEMS: tuple[SystemName, ...] = ("continuous", "client-static")
 SATURATION_REQUESTS = 200
 # Scaled to the CPU default (docs/rate-sweep.md): twice static's TTFT floor at low load (its 1 s batch delay),
 # and about twice continuous's p99 E2E near its saturation (a 1,536-token cap's tail).
@@ -167,8 +169,9 @@ def sweep_rates(job: RateSweep, server: ServerConfig, endpoints: Endpoints) -> R
     interruption = Interruption()
     with contextlib.ExitStack() as stack:
         targets = run_targets(server, out, stack, endpoints, workloads=(spec,))
-        systems = [system for system in RATE_SYSTEMS if SERVER_MODE[system] in targets]
-        static_wait = server.batch_wait_s if "static" in targets and targets["static"].server else None
+        systems = [system for system in rate_systems(endpoints) if SERVER_MODE[system] in targets]
+        launched_static = "static" in targets and targets["static"].server
+        static_wait = server.batch_wait_s if launched_static or "client-static" in systems else None
         measure_s = job.measure_s
         measured = SweepMeasurements(spec.name, server.max_num_seqs, slo, job.warmup_s, measure_s, static_wait,
                                      ScheduleSettings(fell_behind_runs=FELL_BEHIND_RUNS, extra_rates=job.extra_rates,
@@ -195,6 +198,12 @@ def sweep_rates(job: RateSweep, server: ServerConfig, endpoints: Endpoints) -> R
         return RateSweepResult(None, interruption.stopped, 0)
     markdown, page, _ = measured.write(out, interruption.stopped)
     return RateSweepResult((markdown, page), interruption.stopped, sum(point.failed for point in measured.points))
+
+
+def rate_systems(endpoints: Endpoints) -> tuple[SystemName, ...]:
+    """The systems swept: continuous and static, or client-static in static's place on a continuous endpoint given
+    without a static one (the server has no static mode to send to)."""
+    return ATTACHED_RATE_SYSTEMS if endpoints.continuous and not endpoints.static else RATE_SYSTEMS
 
 
 def reanalyze(directory: Path, slo_ttft_p50_s: float, slo_e2e_p99_s: float) -> tuple[Path, Path]:

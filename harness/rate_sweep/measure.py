@@ -17,6 +17,7 @@ from harness.rate_sweep.point import RatePoint, measure_point, measured_window
 from harness.rate_sweep.predict import PredictedPoint, predict_points
 from harness.rate_sweep.report import write_rate_report
 from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SweepSettings, cdf_rate, system_result
+from harness.report.setup import stack_lines
 from harness.rundir.manifest import untested_vllm
 from harness.rundir.reader import RunData, load_run
 
@@ -81,7 +82,9 @@ class SweepMeasurements:
         decode = np.concatenate(self._decode_steps) if self._decode_steps else np.array([])
         settings = SweepSettings(self.workload, self.batch_size, self.slo, self.warmup_s, self.measure_s,
                                  self.static_batch_wait_s, float(np.median(decode) * 1e3) if decode.size else math.nan,
-                                 self.schedule, self._trace())
+                                 self.schedule, self._trace(),
+                                 any(run.steps is not None and not run.steps.empty for run in self._loaded),
+                                 tuple(stack_lines([run.manifest for run in self._loaded])) if self._loaded else ())
         return RateSweepResult(settings, systems, rate, {k: v for k, v in cdf.items() if v.size},
                                tuple(untested_vllm(run.manifest.server for run in self._loaded)))
 

@@ -29,10 +29,12 @@ def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mappin
     fig = Figure(figsize=(10, 10))
     axes = fig.subplots(3, 2, sharex=True).ravel()
     for ax, (attribute, label) in zip(axes, LATENCY_PANELS, strict=True):
+        drawn = False
         for system, points in curves.items():
             ordered = sorted(points, key=lambda point: point.offered_rate)
             rates = np.array([point.offered_rate for point in ordered])
-            values = np.array([getattr(point, attribute) for point in ordered])
+            values = np.array([getattr(point, attribute) for point in ordered], dtype=float)
+            drawn = drawn or bool((values > 0).any())
             color = SYSTEM_COLORS.get(system, "black")
             ax.plot(rates, values, color=color, label=system)
             stable = np.array([point.keeps_up for point in ordered], dtype=bool)
@@ -51,7 +53,10 @@ def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mappin
         if attribute in targets:
             ax.axhline(targets[attribute], color="grey", linestyle="--", linewidth=1, label="SLO target")
             ax.legend(fontsize="small")
-        ax.set_yscale("log")
+        if drawn:
+            ax.set_yscale("log")
+        else:  # queue waits come from an engine step log, which a server batchbench did not launch has not
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="grey")
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes[4:]:

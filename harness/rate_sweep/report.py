@@ -12,7 +12,14 @@ from harness.rate_sweep.curve import KNEE_FACTOR
 from harness.rate_sweep.defaults import EXTRA_RATE_FACTOR, TRUSTED_MEASURE_S
 from harness.rate_sweep.plots import latency_curves_plot
 from harness.rate_sweep.point import WAIT_GROWTH_LIMIT_S, RatePoint
-from harness.rate_sweep.result import RateSweepResult, ScheduleSettings, SystemResult, queue_wait_ratio
+from harness.rate_sweep.result import (
+    STATIC_SYSTEMS,
+    RateSweepResult,
+    ScheduleSettings,
+    SweepSettings,
+    SystemResult,
+    queue_wait_ratio,
+)
 from harness.rate_sweep.schedule import MIN_BRACKET
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from harness.report.format import num, pct, times, with_low
@@ -59,14 +66,16 @@ def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
                         "Latency against offered rate per system"))
     blocks.append(Heading("Predicted against measured"))
     blocks.append(Paragraph(_prediction_text(result)))
-    blocks.append(Table(
-        ("system", "offered (req/s)", "p50 E2E measured (s)", "predicted (s)", "measured vs predicted", "below knee",
-         "run's steps vs the fit", "measured vs predicted at the run's speed"),
-        tuple((s.system, num(p.offered_rate), num(p.e2e_p50_s), num(p.predicted_e2e_p50_s), pct(p.prediction_error,
-               signed=True), "yes" if _below_knee(s, p) else "no", pct(p.run_speed - 1, signed=True),
-               pct(p.prediction_error_at_run_speed, signed=True)) for s in result.systems for p in s.points),
-        table_id="rate-predictions",
-    ))
+    if settings.engine_steps:
+        blocks.append(Table(
+            ("system", "offered (req/s)", "p50 E2E measured (s)", "predicted (s)", "measured vs predicted",
+             "below knee", "run's steps vs the fit", "measured vs predicted at the run's speed"),
+            tuple((s.system, num(p.offered_rate), num(p.e2e_p50_s), num(p.predicted_e2e_p50_s),
+                   pct(p.prediction_error, signed=True), "yes" if _below_knee(s, p) else "no",
+                   pct(p.run_speed - 1, signed=True), pct(p.prediction_error_at_run_speed, signed=True))
+                  for s in result.systems for p in s.points),
+            table_id="rate-predictions",
+        ))
     blocks.append(Heading("Waits at the door"))
     blocks.append(Paragraph(_queue_text(result)))
     if result.cdf_rate is not None and result.cdf_e2e:
@@ -88,33 +97,49 @@ def _blocks(result: RateSweepResult, stage: str | None) -> list[Block]:
 
 def _headline(result: RateSweepResult) -> str:
     slo = result.settings.slo.describe()
-    parts = [f"Highest offered rate held under the SLO ({slo}), interpolated between the rates run:"]
-    parts.append(", ".join(f"{s.system} {_held(s)} req/s" for s in result.systems) + ".")
-    for other in ("static", "naive"):
-        ratio = result.held_ratio("continuous", other)
-        if math.isfinite(ratio):
-            parts.append(f"**continuous holds {times(ratio)} the rate {other} holds.**")
-    knee = result.knee_ratio("continuous", "static")
+    ratios = [f"**continuous holds {times(ratio)} the rate {other} holds**" for other in (*STATIC_SYSTEMS, "naive")
+              if math.isfinite(ratio := result.held_ratio("continuous", other))]
+    parts = [f"{'; '.join(ratios)} under the SLO ({slo})." if ratios else f"The SLO: {slo}."]
+    parts.append("The highest offered rate each held under the SLO, interpolated between the rates run: "
+                 + ", ".join(f"{s.system} {_held(s)} req/s" for s in result.systems) + ".")
+    static = result.static_system
+    knee = result.knee_ratio("continuous", static) if static else math.nan
     if math.isfinite(knee):
         parts.append(f"Knees (median E2E per output token at {KNEE_FACTOR:g}x its lowest-rate value, or the queue"
                      " growing):"
-                     f" continuous/static {times(knee)}.")
+                     f" continuous/{static} {times(knee)}.")
     return " ".join(parts)
 
 
 def _setup(result: RateSweepResult) -> tuple[str, ...]:
     """What was measured and how far to trust it, in a few lines before the details."""
     settings = result.settings
-    wait = ("none launched" if settings.static_batch_wait_s is None
-            else f"a batch forms when B requests wait or {settings.static_batch_wait_s:g} s after the oldest arrived")
     runs = sum(len(s.points) for s in result.systems)
     fell_behind = sum(not p.keeps_up for s in result.systems for p in s.points)
+    speed = ("read at one machine speed (How it was measured, below)" if settings.engine_steps else
+             "read as measured: the server kept no engine step log here, so every figure is the client's, none is"
+             " predicted, and the machine's speed from run to run is not told apart from the load's effect")
     return (
-        f"setup: {settings.workload} at B = {settings.batch_size}, {_arrivals_text(settings.trace)}; each rate"
-        f" {settings.warmup_s:g} s of warm-up, then {settings.measure_s:g} s measured; static: {wait}",
+        *settings.stack,
+        f"workload: {settings.workload} at B = {settings.batch_size}, {_arrivals_text(settings.trace)}; each rate"
+        f" {settings.warmup_s:g} s of warm-up, then {settings.measure_s:g} s measured; {_static_text(result)}",
         f"trust: {runs} runs, {fell_behind} of them past where their queue kept up; the knee and the rate held are"
-        " interpolated between the rates run, and read at one machine speed (How it was measured, below)",
+        f" interpolated between the rates run, and {speed}; each rate is one run, not repeated, so a held rate"
+        " carries its run's draw and the machine's speed that minute (docs/validation/rate-sweep.md: how far they"
+        " moved between sweeps)",
     )
+
+
+def _static_text(result: RateSweepResult) -> str:
+    """How the static batching swept was kept, and its batch delay."""
+    settings: SweepSettings = result.settings
+    if settings.static_batch_wait_s is None:
+        return "no static server was launched"
+    wait = f"a batch forms when B requests wait or {settings.static_batch_wait_s:g} s after the oldest arrived"
+    if result.static_system == "client-static":
+        return (f"static batching kept by the client (client-static, the server has no static mode): {wait}, and"
+                " is sent once the previous one has ended")
+    return f"static: {wait}"
 
 
 def _below_knee(system: SystemResult, point: RatePoint) -> bool:
@@ -133,6 +158,9 @@ def worst_prediction_error(result: RateSweepResult, at_run_speed: bool = False) 
 
 
 def _prediction_text(result: RateSweepResult) -> str:
+    if not result.settings.engine_steps:
+        return ("No run is predicted: the prediction replays each run under a step cost fitted on the server's engine"
+                " steps, and this server kept no engine step log here.")
     text = ("Each run's p50 E2E as the schedule simulator predicts it: the run's own plan and arrival times, replayed"
             " under a step cost fitted on the engine steps of the same server's other runs (its burst and its other"
             " rates), with static's max batch delay. The client's own overhead is not in the prediction."
@@ -147,17 +175,23 @@ def _prediction_text(result: RateSweepResult) -> str:
 
 
 def _queue_text(result: RateSweepResult) -> str:
-    static, continuous = result.system("static"), result.system("continuous")
+    name = result.static_system
+    static, continuous = result.system(name) if name else None, result.system("continuous")
     text = ("Queue wait (the last panel above): from a request's send to the start of the engine step that first"
             " admitted it, read from the engine's step log. Under static batching a request that arrives while a"
             " batch runs waits for the whole batch to finish.")
+    if not result.settings.engine_steps:
+        text = ("Without an engine step log the wait at the door is read as TTFT: from a request's arrival to its"
+                " first token, so it holds its prefill too. Under static batching a request that arrives while a"
+                " batch runs waits for the whole batch to finish (under client-static, in the client, before it is"
+                " sent).")
     if static is None or continuous is None:
         return text
     ratios = queue_wait_ratio(static, continuous)
     if not ratios:
-        return text + " Static's queue kept up at every rate of this grid."
+        return text + f" {name}'s queue kept up at every rate of this grid."
     shown = ", ".join(f"{times(ratio)} at {rate:g} req/s" for rate, ratio in ratios.items())
-    return text + f" Where static's queue grew, its median queue wait over continuous's: {shown}."
+    return text + f" Where {name}'s queue grew, its median queue wait over continuous's: {shown}."
 
 
 def _arrivals_text(trace: str | None) -> str:
@@ -169,8 +203,6 @@ def _arrivals_text(trace: str | None) -> str:
 
 def _method(result: RateSweepResult) -> tuple[str, ...]:
     settings = result.settings
-    wait = ("no static server was launched" if settings.static_batch_wait_s is None
-            else f"a batch forms when B requests wait or {settings.static_batch_wait_s:g} s after the oldest arrived")
     items = [
         f"Each system first serves a burst; its saturation rate is the requests finished by the 90th percentile"
         f" finish over the time to it. The grid is set from continuous's. B = {settings.batch_size}.",
@@ -183,7 +215,7 @@ def _method(result: RateSweepResult) -> tuple[str, ...]:
         f" the window) by more than {num(WAIT_GROWTH_LIMIT_S)} s even at the low end of the slope's 95% interval."
         " Its latencies reflect the run's length, not the rate. The knee and the rate held are interpolated where"
         " the worst of their ratios to their limits (the queue's surest growth among them) crosses 1.",
-        f"Static's admission (max batch delay): {wait}.",
+        f"Static batching's admission (max batch delay): {_static_text(result)}.",
         f"Knee: the rate where the median normalized latency (E2E per output token) reaches {KNEE_FACTOR:g}x its"
         " value at the lowest rate, or the queue stops keeping up, whichever comes first. Each run's figure is"
         " read at the speed of the step cost fitted on the other runs (divided by its steps' speed against that"
@@ -246,8 +278,11 @@ def _summary(result: RateSweepResult, stage: str | None) -> dict[str, Any]:
         "static_batch_wait_s": settings.static_batch_wait_s,
         "decode_step_ms": settings.decode_step_ms,
         **asdict(settings.schedule),
-        "held_ratio": {f"continuous/{other}": result.held_ratio("continuous", other) for other in ("static", "naive")},
-        "knee_ratio": {"continuous/static": result.knee_ratio("continuous", "static")},
+        "engine_steps": settings.engine_steps,
+        "held_ratio": {f"continuous/{other}": result.held_ratio("continuous", other)
+                       for other in (*STATIC_SYSTEMS, "naive")},
+        "knee_ratio": {f"continuous/{static}": result.knee_ratio("continuous", static)
+                       for static in STATIC_SYSTEMS},
         "worst_prediction_error_below_knee": worst_prediction_error(result),
         "worst_prediction_error_below_knee_at_run_speed": worst_prediction_error(result, at_run_speed=True),
         "systems": {s.system: {"saturation_rps": s.saturation_rps, "knee_rps": s.knee_rps,

@@ -11,6 +11,9 @@ import numpy as np
 from harness.rate_sweep.curve import HeldRate, SloSeconds, held_rate, knee_rate
 from harness.rate_sweep.point import RatePoint
 
+# Static batching, kept by the server (its scheduler plugin) or by the client's waves.
+STATIC_SYSTEMS = ("static", "client-static")
+
 
 @dataclass(frozen=True)
 class SystemResult:
@@ -42,10 +45,15 @@ class SweepSettings:
     slo: SloSeconds
     warmup_s: float
     measure_s: float
-    static_batch_wait_s: float | None  # the static server's max batch delay; None without a launched static server
+    # The max batch delay of the static server launched, or of client-static's waves; None: neither was swept.
+    static_batch_wait_s: float | None
     decode_step_ms: float  # the continuous engine's median decode step at a full batch; NaN unknown
     schedule: ScheduleSettings = ScheduleSettings()
     trace: str | None = None  # the trace file whose arrivals were scaled to each rate; None: Poisson arrivals
+    # Whether any run kept an engine step log; False (a server batchbench did not launch): every figure is the client's.
+    engine_steps: bool = True
+    # The model with its shape and the server build on its machine (harness.report.setup.stack_lines).
+    stack: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,11 @@ class RateSweepResult:
 
     def system(self, name: str) -> SystemResult | None:
         return next((result for result in self.systems if result.system == name), None)
+
+    @property
+    def static_system(self) -> str | None:
+        """The static batching swept: the static server's, else client-static; None: neither."""
+        return next((name for name in STATIC_SYSTEMS if self.system(name) is not None), None)
 
     def held_ratio(self, numerator: str, denominator: str) -> float:
         """Rate held under the SLO by `numerator` over `denominator`'s (NaN when either is unknown)."""
@@ -96,8 +109,14 @@ def cdf_rate(results: Sequence[SystemResult]) -> float | None:
 
 
 def queue_wait_ratio(static: SystemResult, continuous: SystemResult) -> dict[float, float]:
-    """Static's median queue wait over continuous's, at each rate where static's queue grew."""
-    theirs = {point.offered_rate: point.queue_wait_p50_s for point in continuous.points}
-    return {point.offered_rate: point.queue_wait_p50_s / theirs[point.offered_rate]
+    """Static's median queue wait over continuous's (TTFT's where there is no engine step log), at each rate where
+    static's queue grew."""
+    theirs = {point.offered_rate: _door_wait(point) for point in continuous.points}
+    return {point.offered_rate: _door_wait(point) / theirs[point.offered_rate]
             for point in static.points
             if not point.keeps_up and theirs.get(point.offered_rate, 0) > 0}
+
+
+def _door_wait(point: RatePoint) -> float:
+    """The median wait before the engine took the request up: its queue wait, else (no step log) its TTFT."""
+    return point.queue_wait_p50_s if math.isfinite(point.queue_wait_p50_s) else point.ttft_p50_s

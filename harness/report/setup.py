@@ -44,12 +44,8 @@ def setup_lines(runs: Sequence[MeasuredRun]) -> list[str]:
         return []
     manifests = [run.manifest for run in runs]
     metadata = run_metadata(manifests)
-    hosts = "; ".join(f"{h['hostname']} ({h['cpu']}, {h['cores']} cores, {h['memory_gib']} GiB)"
-                      for h in metadata["hosts"])
-    gpus = unique(", ".join(m.gpu_telemetry.devices) for m in manifests if m.gpu_telemetry and m.gpu_telemetry.devices)
     lines = [
-        "model: " + "; ".join(model_description(model) for model in metadata["models"]),
-        f"server: {', '.join(metadata['servers'])} on {hosts}" + (f", GPUs {'; '.join(gpus)}" if gpus else ""),
+        *stack_lines(manifests),
         "B: " + batch_sizes(runs),
         "plans: " + "; ".join(plan_lines(runs)),
     ]
@@ -58,6 +54,18 @@ def setup_lines(runs: Sequence[MeasuredRun]) -> list[str]:
     lines.extend(engine_log_lines(runs))
     lines.append(repetitions_line(runs))
     return lines
+
+
+def stack_lines(manifests: Sequence[RunManifest]) -> list[str]:
+    """The model (with its shape) and the server build on its machine, one line each."""
+    metadata = run_metadata(manifests)
+    hosts = "; ".join(f"{h['hostname']} ({h['cpu']}, {h['cores']} cores, {h['memory_gib']} GiB)"
+                      for h in metadata["hosts"])
+    gpus = unique(", ".join(m.gpu_telemetry.devices) for m in manifests if m.gpu_telemetry and m.gpu_telemetry.devices)
+    return [
+        "model: " + "; ".join(model_description(model) for model in metadata["models"]),
+        f"server: {', '.join(metadata['servers'])} on {hosts}" + (f", GPUs {'; '.join(gpus)}" if gpus else ""),
+    ]
 
 
 def model_description(model: str) -> str:

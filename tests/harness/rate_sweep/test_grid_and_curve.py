@@ -200,7 +200,7 @@ def test_report_of_a_sweep_in_progress_has_every_file_and_no_nan(tmp_path):
     assert "PRELIMINARY" in text and "a check that the sweep works, not a measurement" in text
     assert text.index("held under the SLO") < text.index("Every run")
     # The answer, then what was measured and how far to trust it, then the details.
-    assert text.index("held under the SLO") < text.index("- setup: w at B = 16, Poisson") < text.index(
+    assert text.index("held under the SLO") < text.index("- workload: w at B = 16, Poisson") < text.index(
         "- trust: 2 runs, 1 of them past where their queue kept up") < text.index("| system | saturation")
     data = json.loads(summary.read_text())
     assert data["systems"]["static"]["points"] == [] and data["held_ratio"]["continuous/static"] is None
@@ -216,7 +216,7 @@ def test_a_sweep_on_an_untested_vllm_says_so_in_the_title_beside_the_headline_an
     markdown, _, summary = write_rate_report(result, tmp_path)
     text = markdown.read_text()
     assert text.startswith("# UNTESTED VLLM. Rate sweep: w")
-    assert text.index(f"**{marking}: run with --allow-untested-vllm.") < text.index("Highest offered rate held")
+    assert text.index(f"**{marking}: run with --allow-untested-vllm.") < text.index("The highest offered rate each held")
     assert json.loads(summary.read_text())["untested_vllm"] == [marking]
 
 
@@ -298,3 +298,38 @@ def test_refinement_halves_the_held_bracket_then_the_knee_s_while_wider_than_a_t
                 ("static", 1.75): _point(1.75, 2.2, system="static")}
     schedule = RateSchedule([1, 2, 2.1], ["static"], slo, extra_rates=0, refine_runs=2)
     assert [group[0][1] for group in _made(schedule, outcomes)] == [1, 2, 2.1, 1.5, 1.75]
+
+
+def test_a_sweep_of_an_endpoint_with_client_static_reads_waits_as_ttft_and_says_every_figure_is_the_client_s(
+        tmp_path):
+    slo = SloSeconds(1.0, 10.0)
+    nan = math.nan
+    continuous = system_result("continuous", 8.0, [_point(r, 1.0 + r / 8, ttft=0.2, e2e_p99=r + 1, queue=nan)
+                                                   for r in (2, 4, 6)], slo)
+    client_static = system_result("client-static", 5.0, [
+        _point(r, 1.0 + r / 2, ttft=0.2 * r, e2e_p99=2 * r, system="client-static", queue=nan, keeps_up=r < 6)
+        for r in (2, 4, 6)], slo)
+    settings = SweepSettings("w", 16, slo, 4, 20, 1.0, nan, engine_steps=False)
+    result = RateSweepResult(settings, (continuous, client_static))
+    assert result.static_system == "client-static"
+    # No engine step log: the wait at the door is TTFT, 1.2 s against 0.2 s where client-static fell behind.
+    assert queue_wait_ratio(client_static, continuous) == {6: pytest.approx(6)}
+    markdown, _, summary = write_rate_report(result, tmp_path)
+    text = markdown.read_text()
+    ratio = result.held_ratio("continuous", "client-static")
+    assert math.isfinite(ratio) and f"continuous holds {ratio:.2f}x the rate client-static holds" in text
+    assert "static batching kept by the client (client-static" in text and "every figure is the client's" in text
+    assert "No run is predicted" in text and "rate-predictions" not in (tmp_path / "report.html").read_text()
+    assert "Where client-static's queue grew, its median queue wait over continuous's: 6.00x at 6" in text
+    data = json.loads(summary.read_text())
+    assert data["engine_steps"] is False and data["held_ratio"]["continuous/client-static"] == pytest.approx(ratio)
+    assert data["held_ratio"]["continuous/static"] is None
+
+
+def test_an_endpoint_given_alone_sweeps_client_static_in_static_s_place():
+    from harness.jobs.rate_sweep import rate_systems
+    from launchers import Endpoints
+
+    assert rate_systems(Endpoints()) == ("continuous", "static")
+    assert rate_systems(Endpoints(continuous="http://h:1")) == ("continuous", "client-static")
+    assert rate_systems(Endpoints(continuous="http://h:1", static="http://h:2")) == ("continuous", "static")
