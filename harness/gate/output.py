@@ -72,6 +72,29 @@ def summary_line(result: GateResult) -> str:
             f" {result.rule.threshold:.0%}, alpha {result.rule.alpha:g}) -> exit {result.exit_code}")
 
 
+def answer(result: GateResult) -> str:
+    """The gate's outcome in plain words, naming the configurations that decided it (the reader of a nightly e-mail
+    reads this first)."""
+    threshold = f"{result.rule.threshold:.0%}"
+    if not result.configs:
+        return "INCONCLUSIVE: no configuration was measured."
+    if result.outcome == "pass":
+        return f"PASS: no configuration ran more than {threshold} below its baseline ({len(result.configs)} judged)."
+    deciding = [config for config in result.configs if config.outcome == result.outcome]
+    named = "; ".join(f"{configuration(config)}{_change(config)}" for config in deciding)
+    if result.outcome == "regression":
+        return (f"REGRESSION: {len(deciding)} of {len(result.configs)} ran more than {threshold} below baseline:"
+                f" {named}.")
+    return (f"INCONCLUSIVE: for {len(deciding)} of {len(result.configs)} the runs could not tell a {threshold} drop"
+            f" from noise: {named}.")
+
+
+def _change(config: ConfigVerdict) -> str:
+    if config.verdict is None or not math.isfinite(config.verdict.ratio.point):
+        return ""
+    return f" ({config.verdict.ratio.point - 1:+.1%})"
+
+
 def to_text(result: GateResult) -> str:
     """A plain-text table for the terminal, then the outcome line."""
     table = [HEADER, *rows(result)]

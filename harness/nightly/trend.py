@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.gate.compare import ConfigVerdict, GateResult
-from harness.gate.output import HEADER, configuration, rows, summary_line, why
+from harness.gate.output import HEADER, answer, configuration, rows, summary_line, why
 from harness.gate.rule import format_figure
 from harness.nightly.changes import ChangePoint, change_points
 from harness.report.document import Block, Bullets, Heading, Image, Paragraph, Table
@@ -98,6 +98,20 @@ def trend_setup(history: Mapping[str, pd.DataFrame]) -> list[str]:
     ]
 
 
+def trend_trust(result: GateResult, history: Mapping[str, pd.DataFrame]) -> str:
+    """How far tonight's verdicts can be trusted: the repetitions and nights behind them and what a verdict needs."""
+    nights = [len(night_series(history[c.config_key], c.metric)) for c in result.configs if c.config_key in history]
+    tonight = [c.candidate.n for c in result.configs]
+    baseline = [c.baseline.n for c in result.configs if c.baseline is not None]
+    def span(values: Sequence[int]) -> str:
+        return f"{min(values)}" if min(values) == max(values) else f"{min(values)}-{max(values)}"
+    return (f"trust: tonight {span(tonight) if tonight else 0} repetitions per configuration against a baseline of"
+            f" {span(baseline) if baseline else 'no'} repetitions (nights on the chart:"
+            f" {span(nights) if nights else 0}); a regression needs the drop past the {result.rule.threshold:.0%}"
+            f" line and the one-sided tests to agree (p <= {result.rule.alpha:g}); a night that did not pass is left"
+            " out of later baselines unless accepted (--accept)")
+
+
 def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame],
                  untested_vllm: Sequence[str] = ()) -> list[Block]:
     """The trend report: tonight's verdict table, then one figure per configuration (an upgrade says so on its
@@ -110,8 +124,8 @@ def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.D
     blocks: list[Block] = [
         Heading(trend_title(suite_name, untested_vllm), 1),
         *untested_vllm_blocks(untested_vllm),
-        Paragraph(summary_line(result)),
-        *([Bullets(tuple(setup))] if (setup := trend_setup(history)) else []),
+        Paragraph(f"**{answer(result)}** {summary_line(result)}."),
+        *([Bullets((*setup, trend_trust(result, history)))] if (setup := trend_setup(history)) else []),
         Table(HEADER, tuple(rows(result)), table_id="gate", numeric=False),
     ]
     for index, config in enumerate(result.configs):

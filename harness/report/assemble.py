@@ -44,7 +44,7 @@ from harness.report.reference import reference_comparison
 from harness.report.render import ReportPaths, render_report
 from harness.report.setup import measured_runs, setup_lines
 from harness.report.step_cost_summary import StepCostSummary
-from harness.report.trace import trace_answer, trace_blocks, trace_summary
+from harness.report.trace import trace_answer, trace_blocks, trace_summary, trace_trust
 from harness.report.untested import untested_title, untested_vllm_blocks
 from harness.rundir.manifest import RunManifest, untested_vllm
 
@@ -97,7 +97,12 @@ def assemble_report(
         )
     partial = [f"{run.data.path.name}: {'; '.join(run.data.partial)}" for run in assessed if run.data.partial]
     untested = untested_vllm([run.data.manifest.server for run in assessed])
-    title = untested_title(PARTIAL_TITLE if partial else ReportExtras().title, untested)
+    # A trace's shape and its latency gap lead: its arrivals are open loop, so throughput follows its rate.
+    replays = trace_replays(cells)
+    traced = bool(trace_answer(replays))
+    only_traces = traced and {row.level for row in rows} <= {replay.level for replay in replays}
+    title = untested_title(PARTIAL_TITLE if partial else TRACE_TITLE if only_traces else ReportExtras().title,
+                           untested)
     step_costs = server_step_costs(runs)
     extras = ReportExtras(
         title=f"{stage.line()}. {title}" if stage else title,
@@ -112,12 +117,10 @@ def assemble_report(
     table = gap_table([run.entry for run in chosen])
     pairs = [(top, bottom) for top, bottom in (column.split("/") for column in table.columns if "/" in column)]
     table = with_repeated_ratios(table, {key: ratio.point for key, ratio in level_ratios(cells, pairs).items()})
-    # A trace's shape and its latency gap lead: its arrivals are open loop, so throughput follows its rate.
-    replays = trace_replays(cells)
     setup = setup_lines(measured_runs(assessed))
     # A trace's latency gap is its answer: it leads, with the setup, before the trace's shape.
-    traced = bool(trace_answer(replays))
-    trace_lead: list[Block] = [Paragraph(f"**{trace_answer(replays)}**"), Bullets(tuple(setup))] if traced else []
+    trace_lead: list[Block] = ([Paragraph(f"**{trace_answer(replays)}**"), Bullets((*setup, trace_trust(replays)))]
+                               if traced else [])
     cached = prefix_cache_uses(cells)
     against_reference, reference_entry = reference_comparison(rows, assessed, packaged_reference(), smoke, step_costs)
     paths = write_report(
@@ -155,6 +158,7 @@ def assemble_report(
     )
 
 
+TRACE_TITLE = "Continuous vs static batching on a trace: the latency gap"
 PARTIAL_TITLE = "PARTIAL: some runs do not answer for their plan (continuous vs static batching)"
 
 

