@@ -166,7 +166,8 @@ def _slower_steps(a: StepFigures, b: StepFigures, ratio: StepFigures) -> str:
         width = "wider" if ratio.running > 1 else "narrower"
         return (f"{head}, of {width} batches ({b.running:.1f} against {a.running:.1f} requests a step): each step "
                 f"carries {'more' if ratio.running > 1 else 'less'} work")
-    return f"{head}: the build is {'slower' if slower else 'faster'} per step"
+    # Interleaved pairs cancel a steady drift, not a server's own speed: two launches of one build can differ.
+    return f"{head}: B's server is {'slower' if slower else 'faster'} per step (its build, or its launch)"
 
 
 def _batch_changes(a: StepFigures, b: StepFigures, ratio: StepFigures) -> list[str]:

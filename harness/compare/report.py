@@ -24,7 +24,7 @@ def comparison_blocks(result: ComparisonResult) -> list[Block]:
     blocks: list[Block] = [
         Heading(f"B against A: {result.outcome.upper()}", 1),
         Paragraph(_answer(result)),
-        Bullets((f"A: {result.a}", f"B: {result.b}")),
+        Bullets((f"A: {result.a}", f"B: {result.b}", *result.setup)),
         Paragraph(_power(result)),
         Heading("Each workload and system"),
         Table(("workload", "system", "judged on", "A median", "B median", "B / A (95% interval)", "outcome",

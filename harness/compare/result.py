@@ -65,6 +65,8 @@ class ComparisonResult:
     pair_noise: float
     # The drop caught 4 times in 5 at the asked pairs and the expected noise, as stated before the runs.
     expected_detectable: float
+    # What both builds ran: the model with its shape and the machine (harness.report.setup.model_and_machine_lines).
+    setup: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> Outcome:
@@ -80,14 +82,15 @@ class ComparisonResult:
 
 
 def judge_comparison(a: str, b: str, runs: Sequence[PairedRun], threshold: float, pair_noise: float,
-                     expected_detectable: float) -> ComparisonResult:
-    """Pair `runs` by (workload, system, repetition) and judge each (workload, system); `a`, `b` name the builds."""
+                     expected_detectable: float, setup: tuple[str, ...] = ()) -> ComparisonResult:
+    """Pair `runs` by (workload, system, repetition) and judge each (workload, system); `a`, `b` name the builds,
+    `setup` says what both ran."""
     groups: dict[tuple[str, str], dict[tuple[str, int], PairedRun]] = {}
     for run in runs:
         groups.setdefault((run.row.workload, run.row.system), {})[(run.side, run.repetition)] = run
     cells = tuple(_judge_cell(workload, system, members, threshold)
                   for (workload, system), members in groups.items())
-    return ComparisonResult(a, b, cells, threshold, pair_noise, expected_detectable)
+    return ComparisonResult(a, b, cells, threshold, pair_noise, expected_detectable, setup)
 
 
 def _judge_cell(workload: str, system: str, members: dict[tuple[str, int], PairedRun],
@@ -108,8 +111,9 @@ def _judge_cell(workload: str, system: str, members: dict[tuple[str, int], Paire
     failed = sum(run.row.errors for run in flat)
     unstable = [run for run in flat if not run.row.stable]
     if unstable:
-        notes.append(f"{len(unstable)} runs UNSTABLE by the run's own health check ({unstable[0].row.health_reasons[0]}"
-                     "): kept, since the judged figure is measured, not re-priced")
+        runs = f"{len(unstable)} run" + ("s" if len(unstable) != 1 else "")
+        notes.append(f"{runs} flagged by the run's own health check ({unstable[0].row.health_reasons[0]}): kept,"
+                     " since the judged figure is measured, not re-priced")
     if len(kept) < 2:
         return CellComparison(workload, system, metric, a_values, b_values, None, None, None, "inconclusive",
                               (f"{len(kept)} usable pairs: at least 2 are needed", *notes))

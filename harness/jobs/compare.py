@@ -210,13 +210,15 @@ def _judge(builds: tuple[Build, Build], finished: list[FinishedRun], job: Compar
     from harness.analysis.assess import assess_run_dirs
     from harness.compare.result import PairedRun, judge_comparison
     from harness.history.from_run import repetition_from_run
+    from harness.report.setup import model_and_machine_lines
 
     assessment = assess_run_dirs([run.path for run in finished], allow_partial=True)
     runs = []
     for run, assessed in zip(finished, assessment.assessed, strict=True):
         row = repetition_from_run(assessed, source="run", invocation_id="compare", accepted=False)
         runs.append(PairedRun(run.cell.prefix.removesuffix("-"), run.repetition, row, assessed.data.steps))
-    return judge_comparison(builds[0].label, builds[1].label, runs, job.threshold, job.pair_noise, expected)
+    setup = tuple(model_and_machine_lines([assessed.data.manifest for assessed in assessment.assessed]))
+    return judge_comparison(builds[0].label, builds[1].label, runs, job.threshold, job.pair_noise, expected, setup)
 
 
 def _write(result: ComparisonResult, out: Path) -> None:

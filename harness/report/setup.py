@@ -59,13 +59,24 @@ def setup_lines(runs: Sequence[MeasuredRun]) -> list[str]:
 def stack_lines(manifests: Sequence[RunManifest]) -> list[str]:
     """The model (with its shape) and the server build on its machine, one line each."""
     metadata = run_metadata(manifests)
-    hosts = "; ".join(f"{h['hostname']} ({h['cpu']}, {h['cores']} cores, {h['memory_gib']} GiB)"
-                      for h in metadata["hosts"])
-    gpus = unique(", ".join(m.gpu_telemetry.devices) for m in manifests if m.gpu_telemetry and m.gpu_telemetry.devices)
     return [
         "model: " + "; ".join(model_description(model) for model in metadata["models"]),
-        f"server: {', '.join(metadata['servers'])} on {hosts}" + (f", GPUs {'; '.join(gpus)}" if gpus else ""),
+        f"server: {', '.join(metadata['servers'])} on {_machines(manifests)}",
     ]
+
+
+def model_and_machine_lines(manifests: Sequence[RunManifest]) -> list[str]:
+    """The model (with its shape) and the machine, one line each: for two builds compared on both."""
+    metadata = run_metadata(manifests)
+    return ["model: " + "; ".join(model_description(model) for model in metadata["models"]),
+            f"machine: {_machines(manifests)}"]
+
+
+def _machines(manifests: Sequence[RunManifest]) -> str:
+    hosts = "; ".join(f"{h['hostname']} ({h['cpu']}, {h['cores']} cores, {h['memory_gib']} GiB)"
+                      for h in run_metadata(manifests)["hosts"])
+    gpus = unique(", ".join(m.gpu_telemetry.devices) for m in manifests if m.gpu_telemetry and m.gpu_telemetry.devices)
+    return hosts + (f", GPUs {'; '.join(gpus)}" if gpus else "")
 
 
 def model_description(model: str) -> str:

@@ -49,7 +49,8 @@ def test_slower_steps_are_the_step_time_cause():
     assert change.split.idle == pytest.approx(0, abs=1e-12)
     assert change.split.total == pytest.approx(math.log(1.1))
     assert change.summary == (
-        "B's engine steps take 10.0% longer with the same number of steps: the build is slower per step"
+        "B's engine steps take 10.0% longer with the same number of steps: B's server is slower per step (its build, or"
+        " its launch)"
     )
 
 

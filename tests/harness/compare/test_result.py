@@ -56,3 +56,18 @@ def test_a_repetition_with_one_side_only_is_left_out_and_said(make_repetition):
     (cell,) = judged(runs(make_repetition, "a", A_TOK_S), runs(make_repetition, "b", A_TOK_S[:3])).cells
     assert len(cell.a_values) == len(cell.b_values) == 3
     assert cell.notes[0] == "2 repetitions lack a run on one side: left out"
+
+
+def test_the_report_leads_with_the_answer_the_two_builds_and_what_both_ran(make_repetition):
+    from harness.compare.report import comparison_blocks
+    from harness.report.document import Bullets, Heading
+
+    setup = ("model: tiny: 4-layer Llama", "machine: vm (AMD EPYC, 2 cores, 23.5 GiB)")
+    b = runs(make_repetition, "b", A_TOK_S)
+    b[0] = PairedRun("b", 1, b[0].row.model_copy(update={"stable": False, "health_reasons": ["run lasted 19 s"]}), None)
+    result = judge_comparison("A build", "B build", [*runs(make_repetition, "a", A_TOK_S), *b], threshold=0.03,
+                              pair_noise=0.02, expected_detectable=0.04, setup=setup)
+    blocks = comparison_blocks(result)
+    assert blocks[0] == Heading("B against A: PASS", 1)
+    assert blocks[2] == Bullets(("A: A build", "B: B build", *setup))
+    assert result.cells[0].notes[0].startswith("1 run flagged by the run's own health check (run lasted 19 s)")
