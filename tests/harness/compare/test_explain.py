@@ -50,7 +50,7 @@ def test_slower_steps_are_the_step_time_cause():
     assert change.split.total == pytest.approx(math.log(1.1))
     assert change.summary == (
         "B's engine steps take 10.0% longer with the same number of steps: B's server is slower per step (its build, or"
-        " its launch)"
+        " the machine during its runs)"
     )
 
 
