@@ -105,11 +105,12 @@ def trend_trust(result: GateResult, history: Mapping[str, pd.DataFrame]) -> str:
     baseline = [c.baseline.n for c in result.configs if c.baseline is not None]
     def span(values: Sequence[int]) -> str:
         return f"{min(values)}" if min(values) == max(values) else f"{min(values)}-{max(values)}"
+    line = f"its line ({result.rule.threshold:.0%}, or 3x the noise between nights where wider)"
     return (f"trust: tonight {span(tonight) if tonight else 0} repetitions per configuration against a baseline of"
             f" {span(baseline) if baseline else 'no'} repetitions (nights on the chart:"
-            f" {span(nights) if nights else 0}); a regression needs the drop past the {result.rule.threshold:.0%}"
-            f" line and the one-sided tests to agree (p <= {result.rule.alpha:g}); a night that did not pass is left"
-            " out of later baselines unless accepted (--accept)")
+            f" {span(nights) if nights else 0}); a regression needs the drop past {line} and the one-sided tests to"
+            f" agree (p <= {result.rule.alpha:g}); a night that did not pass is left out of later baselines unless"
+            " accepted (--accept)")
 
 
 def trend_blocks(suite_name: str, result: GateResult, history: Mapping[str, pd.DataFrame],

@@ -96,8 +96,8 @@ def test_an_upgrade_night_says_so_on_its_line_heading_and_notes(tmp_path, make_n
                                      f" continuous B=16 tiny-llama {upgrade} (-10.0% against a 5.0% line).** gate:"
                                      " REGRESSION")
     assert setup.items[-1].startswith("trust: tonight 4 repetitions per configuration against a baseline of 12"
-                                      " repetitions (nights on the chart: 1); a regression needs the drop past the 5%"
-                                      " line")
+                                      " repetitions (nights on the chart: 1); a regression needs the drop past its line"
+                                      " (5%, or 3x the noise between nights where wider)")
 
 
 def test_a_passing_night_says_so_in_words(history):
