@@ -34,9 +34,15 @@ are counted, and which health, model-list, tokenize and metrics endpoints exist.
 - `llamacpp`: llama.cpp's `llama-server`. `n_predict` (read before `max_tokens`) and
   `ignore_eos`, which biases every end-of-generation token to -inf, pass through its
   OpenAI routes (tools/server/README.md, server-common.cpp, server-task.cpp). Its
-  OpenAI chunks carry token ids only inside `logprobs`, which would add per-token
-  probabilities to the work measured: the text is re-tokenised. Its /tokenize takes
-  {"content"}; its /metrics (--metrics) has `llamacpp:` names.
+  OpenAI chunks carry token ids only inside `logprobs`: `n_probs` 1 with
+  `post_sampling_probs` names each sampled token's id there, read off the candidates the
+  sampler already made (server-context.cpp populate_token_probs), and the ids are the
+  count, as on vLLM. Re-tokenising its text undercounts: a special token it generates
+  (BOS, unknown) is streamed as no text. It has no per-run cache scope: `cache_prompt`
+  false keeps each slot from reusing the prompt it held before (server-context.cpp). It
+  closes every streamed response's connection, so each request opens its own. Its
+  /tokenize takes {"content"} and answers the token ids, which check the prompts'
+  lengths; its /metrics (--metrics) has `llamacpp:` names.
 - `trtllm`: TensorRT-LLM's `trtllm-serve`. `min_tokens` and `ignore_eos` on both routes;
   its request models forbid unknown fields, so nothing else is sent
   (tensorrt_llm/serve/openai_protocol.py). Its completions stream carries token ids
@@ -54,7 +60,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from harness.errors import UsageError
@@ -62,6 +68,9 @@ from harness.errors import UsageError
 if TYPE_CHECKING:
     from harness.workload.prompts import TokenizerLike
 
+# Fields by which a request asks for each chunk's token ids: vLLM's and SGLang's own list, and
+# llama-server's logprobs, which name the sampled token's id.
+_TOKEN_ID_FIELDS = ("return_token_ids", "n_probs")
 # The warm-up's cache scope: no run's tag (harness.driver.steps.request_tag) can equal it.
 WARM_UP_CACHE_SCOPE = "bb-warm-up"
 # The kinds `run --backend` offers, in the order of BACKENDS.
@@ -86,8 +95,10 @@ class Backend:
     # An OpenAI model list naming the served model; None: the kind has none that does.
     models_path: str | None = "/v1/models"
     health_path: str | None = "/health"
-    # POST {"model", "prompt"} answering {"count"}; None: the kind has none of that shape.
+    # POST `tokenize_body` answering {"count"} or {"tokens": [...]}; None: the kind has none of those shapes.
     tokenize_path: str | None = None
+    # The body asking `tokenize_path` to count (model, text) as a completion's prompt is counted.
+    tokenize_body: Callable[[str, str], dict[str, Any]] = lambda model, text: {"model": model, "prompt": text}
     # Prometheus text with vLLM's metric names (harness.telemetry.metrics); None: the kind has none of those.
     metrics_path: str | None = None
     # GET answering {"version": ...}, the server's own release; None: the kind has none.
@@ -97,6 +108,10 @@ class Backend:
     # The request field that scopes the server's prefix cache (its blocks are reused only
     # by requests of the same value); None: the kind has none.
     cache_scope_field: str | None = None
+    # Fields that keep a kind with no such scope from reusing any earlier request's prompt.
+    cache_off_fields: dict[str, Any] = field(default_factory=dict)
+    # Headers every streamed request carries.
+    stream_headers: dict[str, str] = field(default_factory=dict)
     # The kind as it talks on the chat endpoint, where its chat stream differs; None: as on completions.
     on_chat: Backend | None = None
 
@@ -110,7 +125,8 @@ class Backend:
 
         `cache_scope` (a run's tag) keeps the prefix cache of one run apart from every other's.
         """
-        body: dict[str, Any] = {"model": model, **self.length_fields(tokens), "stream": True, **self.stream_fields}
+        body: dict[str, Any] = {"model": model, **self.length_fields(tokens), "stream": True, **self.stream_fields,
+                                **self.cache_off_fields}
         if cache_scope and self.cache_scope_field:
             body[self.cache_scope_field] = cache_scope
         if endpoint == "chat":
@@ -124,7 +140,7 @@ class Backend:
 
         Scoped apart from every run, so no run finds the warm-up's prompt in the prefix cache.
         """
-        body = {"model": model, "prompt": prompt, **self.length_fields(tokens)}
+        body = {"model": model, "prompt": prompt, **self.length_fields(tokens), **self.cache_off_fields}
         if self.cache_scope_field:
             body[self.cache_scope_field] = WARM_UP_CACHE_SCOPE
         return body
@@ -132,7 +148,7 @@ class Backend:
     @property
     def asks_token_ids(self) -> bool:
         """Requests ask for each chunk's token ids: a stream without them is a fault."""
-        return bool(self.stream_fields.get("return_token_ids"))
+        return any(self.stream_fields.get(name) for name in _TOKEN_ID_FIELDS)
 
     def length_exact(self, ok: bool, requested: int, arrived: int, usage_completion: int, retokenized: int) -> bool:
         """Whether a request is known to have generated exactly `requested` tokens.
@@ -235,10 +251,21 @@ TGI = Backend(
 LLAMACPP = Backend(
     name="llamacpp",
     forces_length=True,
-    retokenizes=True,
+    retokenizes=False,
     length_fields=_llamacpp_length,
-    # Chat reads it; completions always end with the usage.
-    stream_fields={"stream_options": {"include_usage": True}},
+    # Chat reads stream_options; completions always end with the usage. The sampled token's
+    # id in each chunk's logprobs: the count of what arrived.
+    stream_fields={"stream_options": {"include_usage": True}, "n_probs": 1, "post_sampling_probs": True},
+    # A slot otherwise starts from the longest prefix it shares with the prompt it held last.
+    cache_off_fields={"cache_prompt": False},
+    # It closes a streamed response's connection just after the last chunk, though the response
+    # said keep-alive (server-http.cpp's chunked provider returns false after sink.done(), which
+    # cpp-httplib counts as a cancelled write): a request sent on it at that moment, as a wave's
+    # first is, went unanswered (docs/validation/llama-server.md). Each asks for its own.
+    stream_headers={"Connection": "close"},
+    # Special tokens added as its completions add them (its /tokenize adds none by default).
+    tokenize_path="/tokenize",
+    tokenize_body=lambda model, text: {"content": text, "add_special": True},
 )
 TRTLLM = Backend(
     name="trtllm",

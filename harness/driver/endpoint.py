@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, TypeVar, cast
 
 import httpx
-from pydantic import BaseModel, Field, Strict, StrictStr, ValidationError
+from pydantic import BaseModel, Field, Strict, StrictInt, StrictStr, ValidationError, model_validator
 
 from harness.driver.backends import VLLM, Backend
 from harness.driver.work import WARM_UP_TOKENS
@@ -70,7 +70,21 @@ class _ServerInfo(BaseModel):
 
 
 class _TokenCount(BaseModel):
-    count: Annotated[int, Strict(), Field(ge=0)]
+    """A /tokenize answer: vLLM's states the count, llama-server's only the token ids."""
+
+    count: Annotated[int, Strict(), Field(ge=0)] | None = None
+    tokens: list[StrictInt] | None = None
+
+    @model_validator(mode="after")
+    def _counts(self) -> _TokenCount:
+        if self.count is None and self.tokens is None:
+            raise ValueError("neither a count nor tokens")
+        return self
+
+    @property
+    def number(self) -> int:
+        """The prompt's tokens."""
+        return self.count if self.count is not None else len(self.tokens or ())
 
 
 def probe_endpoint(base_url: str, headers: dict[str, str], model: str | None, backend: Backend = VLLM) -> EndpointInfo:
@@ -197,7 +211,7 @@ def server_token_counter(
         return None
     client = httpx.Client(base_url=info.base_url, headers=headers, timeout=30)
     try:
-        probe = client.post(path, json={"model": info.model, "prompt": "hello"})
+        probe = client.post(path, json=backend.tokenize_body(info.model, "hello"))
     except httpx.HTTPError as exc:
         client.close()
         raise ServerError(f"{info.base_url}{path}: {type(exc).__name__}: {exc}") from exc
@@ -207,10 +221,10 @@ def server_token_counter(
 
     def count(text: str) -> int:
         try:
-            answer = client.post(path, json={"model": info.model, "prompt": text})
+            answer = client.post(path, json=backend.tokenize_body(info.model, text))
         except httpx.HTTPError as exc:
             raise ServerError(f"{info.base_url}{path}: {type(exc).__name__}: {exc}") from exc
-        return _parse(_TokenCount, answer.content, f"{info.base_url}{path}").count
+        return _parse(_TokenCount, answer.content, f"{info.base_url}{path}").number
 
     return count
 

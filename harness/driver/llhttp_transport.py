@@ -7,8 +7,9 @@ benchmark (docs/validation/client-ceiling.md). httptools is the parser uvicorn s
 with. Everything above the wire stays httpx: the users keep `client.stream(...)`,
 `iter_raw()` and httpx's exception types, which this module raises at its one boundary.
 
-One request per connection at a time, kept alive and reused; plain TCP or TLS. Sockets are
-gevent's under Locust's monkey-patching, so a read blocks only its own greenlet.
+One request per connection at a time, kept alive and reused (unless the request asked to
+close it); plain TCP or TLS. Sockets are gevent's under Locust's monkey-patching, so a read
+blocks only its own greenlet.
 """
 
 from __future__ import annotations
@@ -137,10 +138,12 @@ class LlhttpTransport(httpx.BaseTransport):
         except BaseException:
             connection.close()
             raise
+        # A client that asked to close sends nothing more on the connection, whatever the server answered.
+        closing = request.headers.get("connection", "").lower() == "close"
         return httpx.Response(
             connection.parsed.parser.get_status_code(),
             headers=connection.parsed.headers,
-            stream=_Body(connection, functools.partial(self._release, pool)),
+            stream=_Body(connection, _Connection.close if closing else functools.partial(self._release, pool)),
             extensions={"http_version": b"HTTP/1.1"},
             request=request,
         )

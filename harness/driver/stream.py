@@ -5,7 +5,8 @@ Pure: fed bytes and their arrival times, no I/O, so it is unit-tested on bytes. 
 given as strings or booleans is malformed, not a count).
 
 Tokens are counted from the stream itself. The request asks for `return_token_ids`
-(vLLM sends each chunk's token ids), and a chunk carrying k ids counts k tokens. A
+(vLLM sends each chunk's token ids; llama-server names each sampled token's id in the
+chunk's `logprobs`), and a chunk carrying k ids counts k tokens. A
 server that sends no ids is counted from its running usage (`continuous_usage_stats`),
 else one token per chunk with text. The server's final usage is kept beside the count,
 never instead of it: when they disagree the request fails as a usage mismatch.
@@ -56,11 +57,33 @@ class _Delta(BaseModel):
     content: StrictStr | None = None
 
 
+class _TokenLogprob(BaseModel):
+    # llama-server names the sampled token's id; OpenAI's own entries have none.
+    id: StrictInt | None = None
+
+
+class _Logprobs(BaseModel):
+    content: list[_TokenLogprob] | None = None
+
+    def token_ids(self) -> list[int] | None:
+        """The sampled tokens' ids, where every entry names one."""
+        if not self.content or any(entry.id is None for entry in self.content):
+            return None
+        return [entry.id for entry in self.content if entry.id is not None]
+
+
 class _Choice(BaseModel):
     text: StrictStr | None = None
     delta: _Delta | None = None
     token_ids: list[StrictInt] | None = None
+    logprobs: _Logprobs | None = None
     finish_reason: StrictStr | None = None
+
+    def ids(self) -> list[int] | None:
+        """The choice's new token ids: vLLM's `token_ids`, else the ids in llama-server's `logprobs`."""
+        if self.token_ids is not None:
+            return self.token_ids
+        return self.logprobs.token_ids() if self.logprobs is not None else None
 
 
 class StreamChunk(BaseModel):
@@ -195,9 +218,10 @@ class StreamReader:
         for choice in chunk.choices:
             if choice.finish_reason is not None:
                 self.finished = True
-            if choice.token_ids is not None:
+            ids = choice.ids()
+            if ids is not None:
                 with_ids = True
-                new += len(choice.token_ids)
+                new += len(ids)
         if self._pieces is not None:
             self._pieces.extend(_text(choice) for choice in chunk.choices)
         if with_ids:

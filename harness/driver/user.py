@@ -106,7 +106,7 @@ class StreamingUser(User):
                 "POST",
                 PATHS[ctx.endpoint],
                 json=request_body(item, ctx.model, ctx.endpoint, backend, ctx.run_tag),
-                headers={"X-Request-Id": request_tag(ctx.run_tag, item.request_id)},
+                headers={"X-Request-Id": request_tag(ctx.run_tag, item.request_id), **backend.stream_headers},
             ) as response:
                 status = response.status_code
                 if status != 200:

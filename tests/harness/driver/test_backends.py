@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler
 from types import SimpleNamespace
 
 import pytest
@@ -22,10 +23,19 @@ from harness.driver.backends import (
     Backend,
     text_token_counter,
 )
-from harness.driver.outcome import LENGTH_MISMATCH, NO_TOKEN_IDS, USAGE_BEYOND_TEXT, Timing, record_row
+from harness.driver.endpoint import EndpointInfo, server_token_counter
+from harness.driver.outcome import (
+    LENGTH_MISMATCH,
+    NO_TOKEN_IDS,
+    USAGE_BEYOND_TEXT,
+    USAGE_MISMATCH,
+    Timing,
+    record_row,
+)
 from harness.driver.steps import cache_scope
 from harness.driver.stream import StreamReader
 from harness.driver.work import NO_WAVE, WorkItem
+from harness.errors import UsageError
 from harness.workload.tokenizer_file import FileTokenizer
 
 ITEM = WorkItem(
@@ -107,7 +117,7 @@ def test_each_kind_says_which_endpoints_it_has():
     others = (SGLANG, TGI, LLAMACPP, TRTLLM)
     assert all(kind.metrics_path is None for kind in others)
     assert all((kind.health_path, kind.models_path) == ("/health", "/v1/models") for kind in others)
-    assert [kind.tokenize_path for kind in others] == ["/v1/tokenize", None, None, "/_internal/tokenize"]
+    assert [kind.tokenize_path for kind in others] == ["/v1/tokenize", None, "/tokenize", "/_internal/tokenize"]
     assert [kind.version_path for kind in others] == [None, "/info", None, "/version"]
 
 
@@ -278,7 +288,9 @@ BODIES = {
     # SGLang: token ids on completions only; its chat stream has none to give.
     "sglang": ({**MIN_TOKENS, **CONTINUOUS, "return_token_ids": True}, {**MIN_TOKENS, **CONTINUOUS}),
     "tgi": ({"max_tokens": 5, **USAGE},) * 2,
-    "llamacpp": ({"max_tokens": 5, "n_predict": 5, "ignore_eos": True, **USAGE},) * 2,
+    # llama-server: each sampled token's id in its logprobs; its prompt cache off, as it has no per-run scope.
+    "llamacpp": ({"max_tokens": 5, "n_predict": 5, "ignore_eos": True, **USAGE, "n_probs": 1,
+                  "post_sampling_probs": True, "cache_prompt": False},) * 2,
     "trtllm": ({**MIN_TOKENS, **CONTINUOUS},) * 2,
 }
 
@@ -291,7 +303,8 @@ def test_each_other_server_is_sent_exactly_its_length_fields(name: str):
     on_chat = backend.for_endpoint("chat")
     assert on_chat.request_body("m", "hello there", 5, "chat") == {**CHAT, **chat}
     # The warm-up asks for its length the same way, unstreamed.
-    warm_up = {key: value for key, value in completions.items() if key not in ("stream_options", "return_token_ids")}
+    stream_fields = ("stream_options", "return_token_ids", "n_probs", "post_sampling_probs")
+    warm_up = {key: value for key, value in completions.items() if key not in stream_fields}
     salt = {"cache_salt": "bb-warm-up"} if backend.cache_scope_field else {}
     assert backend.warm_up_body("m", "hi", 5) == {"model": "m", "prompt": "hi", **warm_up, **salt}
 
@@ -344,15 +357,36 @@ def tgi_completion(pieces: list[str], usage: int) -> bytes:
     return chunks + event(final) + DONE
 
 
-def llamacpp_chat(pieces: list[str], usage: int) -> bytes:
-    """llama-server's chat stream: a role chunk with null content, one delta a token, the finish
-    chunk, then the usage chunk asked for by stream_options (server-task.cpp)."""
+def sampled(piece: str) -> dict:
+    """llama-server's logprobs of one sampled token, asked for with n_probs 1 and post_sampling_probs
+    (server-task.cpp probs_vector_to_json): the id the count reads, its text, its probability."""
+    token_id = WORDS.index(piece.strip()) if piece.strip() in WORDS else 1
+    entry = {"id": token_id, "token": piece, "bytes": list(piece.encode()), "prob": 0.5}
+    return {"content": [{**entry, "top_probs": [entry]}]}
+
+
+def llamacpp_chat(pieces: list[str], usage: int, ids: bool = True) -> bytes:
+    """llama-server's chat stream: a role chunk with null content, one delta a token with its logprobs
+    (none with `ids` False: a server that ignored n_probs), the finish chunk, then the usage chunk asked
+    for by stream_options (server-task.cpp)."""
     role = event({"choices": [{"index": 0, "finish_reason": None, "delta": {"role": "assistant", "content": None}}]})
-    chunks = b"".join(event({"choices": [{"index": 0, "finish_reason": None, "delta": {"content": piece}}],
+    chunks = b"".join(event({"choices": [{"index": 0, "finish_reason": None, "delta": {"content": piece},
+                                          "logprobs": sampled(piece) if ids else None}],
                              "timings": {"predicted_n": k}}) for k, piece in enumerate(pieces, 1))
     finish = event({"choices": [{"index": 0, "finish_reason": "length", "delta": {}}]})
     usage_chunk = event({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": usage}})
     return role + chunks + finish + usage_chunk + DONE
+
+
+def llamacpp_completion(pieces: list[str], usage: int) -> bytes:
+    """llama-server's completions stream, as served here (docs/validation/llama-server.md): one token a
+    chunk with its logprobs, then a chunk with no text, the finish_reason and the usage."""
+    chunks = b"".join(event({"choices": [{"text": piece, "index": 0, "logprobs": sampled(piece),
+                                          "finish_reason": None}], "object": "text_completion"})
+                      for piece in pieces)
+    final = {"choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "length"}],
+             "usage": {"completion_tokens": usage, "prompt_tokens": 2, "total_tokens": 2 + usage}}
+    return chunks + event(final) + DONE
 
 
 DONE = b"data: [DONE]\n\n"
@@ -367,9 +401,24 @@ def test_sglang_completions_are_counted_by_their_token_ids():
     assert row_of(SGLANG, continuous_text(FIVE))["error_kind"] == NO_TOKEN_IDS
 
 
+def test_llama_server_is_counted_by_the_ids_in_its_logprobs_a_special_token_included():
+    """A generated BOS streams as no text: the ids count it, where re-tokenising the text came one short
+    (seen on the real server, docs/validation/llama-server.md)."""
+    with_bos = ["a", " ba", "", " ga", " a"]
+    for body in (llamacpp_completion(with_bos, 5), llamacpp_chat(with_bos, 5)):
+        row = row_of(LLAMACPP, body)
+        assert row["ok"] and row["length_exact"] and row["completion_tokens"] == 5
+        assert row["retokenized_completion_tokens"] == -1
+    assert len(words().encode("a ba ga a", add_special_tokens=False)) == 4
+    # A llama-server that ignored n_probs sends no ids: its rows fail, not counted from usage.
+    assert row_of(LLAMACPP, llamacpp_chat(FIVE, 5, ids=False))["error_kind"] == NO_TOKEN_IDS
+    # Its usage is checked against the ids, as vLLM's is.
+    assert row_of(LLAMACPP, llamacpp_completion(FIVE, 6))["error_kind"] == USAGE_MISMATCH
+
+
 def test_text_streams_of_forcing_servers_are_exact_where_all_counts_agree():
     for backend, body in ((SGLANG.for_endpoint("chat"), continuous_text(FIVE, chat=True)),
-                          (TRTLLM, continuous_text(FIVE)), (LLAMACPP, llamacpp_chat(FIVE, 5))):
+                          (TRTLLM, continuous_text(FIVE))):
         row = row_of(backend, body)
         assert row["ok"] and row["length_forced"] and row["length_exact"], backend.name
         assert (row["completion_tokens"], row["usage_completion_tokens"], row["retokenized_completion_tokens"]) == (
@@ -389,7 +438,7 @@ def test_a_forcing_server_that_ignores_the_length_is_a_length_mismatch(arrived: 
 
 def test_a_forcing_server_whose_usage_claims_the_length_beside_shorter_text_is_not_exact():
     """Text of 3 tokens and a usage of 5: within what text can hold, so ok, but not exact."""
-    row = row_of(LLAMACPP, llamacpp_chat(FIVE[:3], 5))
+    row = row_of(TRTLLM, text_stream(FIVE[:3], 5))
     assert row["ok"] and row["completion_tokens"] == 5 and row["retokenized_completion_tokens"] == 3
     assert not row["length_exact"]
 
@@ -401,3 +450,46 @@ def test_tgi_cannot_force_the_length_so_no_row_of_it_is_exact():
     # Stopped at its EOS: no failure, but the row says its length differs from the plan.
     short = row_of(TGI, tgi_completion(FIVE[:2], 2))
     assert short["ok"] and short["length_mismatch"] and short["completion_tokens"] == 2
+
+
+def tokenize_server(answer: str) -> type[BaseHTTPRequestHandler]:
+    """A /tokenize of llama-server's shape: {"content", "add_special"} in, the ids out, a BOS first
+    only where add_special asks for it (server-context.cpp post_tokenize); `answer` "count" answers
+    vLLM's {"count"} to {"model", "prompt"} instead, and "neither" an answer with no count."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            text = request.get("content", request.get("prompt", ""))
+            ids = [WORDS.index(word) if word in WORDS else 0 for word in text.split()]
+            body: dict[str, int | list[int]]
+            if answer == "count":
+                body = {"count": len(ids)} if "model" in request else {}
+            elif answer == "neither":
+                body = {"ids": ids}
+            else:
+                body = {"tokens": [1] * request.get("add_special", False) + ids}
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Handler
+
+
+def test_llama_server_counts_a_prompt_by_its_ids_with_the_special_tokens_a_completion_adds(serve_locally):
+    with serve_locally(tokenize_server("tokens")) as url:
+        count = server_token_counter(EndpointInfo(url, "m", None, None), {}, LLAMACPP)
+        assert count is not None and count("ba da ga") == 4
+    with serve_locally(tokenize_server("count")) as url:
+        count = server_token_counter(EndpointInfo(url, "m", None, None), {}, VLLM)
+        assert count is not None and count("ba da ga") == 3
+    with serve_locally(tokenize_server("neither")) as url:
+        count = server_token_counter(EndpointInfo(url, "m", None, None), {}, LLAMACPP)
+        assert count is not None
+        with pytest.raises(UsageError, match="neither a count nor tokens"):
+            count("ba")

@@ -152,6 +152,30 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_used(serve):
     assert server.accepted == 2
 
 
+def test_a_request_that_asks_to_close_is_never_followed_on_its_connection(serve):
+    """llama-server says keep-alive, then closes a streamed response's connection just after its last
+    chunk: a request sent on it before the close lands goes unanswered. One that asked to close is
+    followed on a new connection, even where the server's answer still says keep-alive."""
+    def handler(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(CHUNKED_HEAD + chunk(b"data: x\n\n") + b"0\r\n\r\n")
+        threading.Event().wait(1.0)
+        conn.close()
+
+    server = serve(handler)
+    with client(server) as http:
+        for _ in range(2):
+            with http.stream("POST", "/v1/completions", json={}, headers={"Connection": "close"}) as response:
+                assert b"".join(response.iter_raw()) == b"data: x\n\n"
+        assert server.accepted == 2
+        # The control: without it, the next request takes the kept connection, and the server is gone.
+        with http.stream("POST", "/v1/completions", json={}) as response:
+            response.read()
+        with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)), http.stream("POST", "/a", json={}) as late:
+            late.read()
+    assert server.accepted == 3
+
+
 def test_an_error_status_is_returned_with_its_body(serve):
     def handler(conn: socket.socket) -> None:
         read_request(conn)

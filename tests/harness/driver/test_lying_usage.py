@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -47,7 +48,8 @@ def event(payload: dict) -> bytes:
 
 
 def honest_events(body: dict) -> list[bytes]:
-    """A stream as vLLM sends it for `body`: a chunk per token, ids and running usage if asked for."""
+    """A stream as vLLM sends it for `body`: a chunk per token, ids (llama-server's in logprobs) and
+    running usage if asked for."""
     tokens = body["max_tokens"]
     options = body.get("stream_options") or {}
     events = []
@@ -55,6 +57,9 @@ def honest_events(body: dict) -> list[bytes]:
         choice: dict = {"index": 0, "text": TOKEN_TEXT, "finish_reason": "length" if k == tokens else None}
         if body.get("return_token_ids"):
             choice["token_ids"] = [TOKEN_ID]
+        if body.get("n_probs"):
+            # llama-server names the sampled token's id in its logprobs.
+            choice["logprobs"] = {"content": [{"id": TOKEN_ID, "token": TOKEN_TEXT, "prob": 0.5}]}
         chunk: dict = {"object": "text_completion", "choices": [choice]}
         if options.get("continuous_usage_stats"):
             chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": k}
@@ -67,8 +72,10 @@ def lying_events(body: dict) -> list[bytes]:
     return [event({"object": "text_completion", "choices": [{"index": 0, "text": "ba", "finish_reason": "length"}]})]
 
 
-def fake_server(model_dir: Path, lie: bool) -> type[BaseHTTPRequestHandler]:
-    """An OpenAI-style server's handler, of the tiny model; with `lie`, its odd requests' streams lie."""
+def fake_server(model_dir: Path, lie: bool, closes_streams: bool = False) -> type[BaseHTTPRequestHandler]:
+    """An OpenAI-style server's handler, of the tiny model; with `lie`, its odd requests' streams lie; with
+    `closes_streams`, it closes each streamed response's connection a second after its last chunk, though
+    the response said keep-alive, as llama-server does (harness.driver.backends)."""
     models = json.dumps({"object": "list", "data": [
         {"id": "tiny", "object": "model", "root": str(model_dir), "max_model_len": 2048}]}).encode()
 
@@ -97,6 +104,10 @@ def fake_server(model_dir: Path, lie: bool) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             for data in [*events, b""]:  # the empty chunk ends the body
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            if closes_streams:
+                self.wfile.flush()
+                time.sleep(1.0)
+                self.close_connection = True
 
         def _send(self, status: int, body: bytes) -> None:
             self.send_response(status)
@@ -116,7 +127,7 @@ def model_dir() -> Path:
     return Path(resolve_model("tiny").path)
 
 
-def batchbench_run(url: str, backend: str, model_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def batchbench_run(url: str, backend: str, model_dir: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     workload = tmp_path / "lying-usage.yaml"
     workload.write_text(WORKLOAD)
     # `transformers serve` lists no model: it is named by its directory, where the tokenizer is.
@@ -124,7 +135,7 @@ def batchbench_run(url: str, backend: str, model_dir: Path, tmp_path: Path) -> s
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--workload", str(workload), "--endpoint", url,
          "--backend", backend, "--model", model, "--out", str(tmp_path / "run"), "--no-history", "--no-warmup",
-         "--max-num-seqs", "4", "--stall-timeout-s", "10", "--first-byte-timeout-s", "10"],
+         "--max-num-seqs", "4", "--stall-timeout-s", "10", "--first-byte-timeout-s", "10", *extra],
         capture_output=True, text=True, timeout=300,
     )
 
@@ -153,11 +164,29 @@ def test_an_honest_stream_from_the_same_server_passes(backend, model_dir, tmp_pa
     assert result.returncode == 0, result.stderr[-2000:]
     rows = pd.read_parquet(tmp_path / "run" / "records.parquet")
     assert rows.ok.all() and (rows.completion_tokens == rows.requested_output_tokens).all()
-    # The length is forced and known where the backend can force it: by ids (vLLM, SGLang's completions), by
-    # usage and text (the others that force it).
+    # The length is forced and known where the backend can force it: by ids (vLLM, SGLang's completions,
+    # llama-server), by usage and text (the others that force it).
     kind = BACKENDS[backend]
     assert rows.length_exact.all() == kind.forces_length
     if kind.retokenizes:
         assert (rows.retokenized_completion_tokens == rows.requested_output_tokens).all()
     if kind.forces_length:
         assert "not known to have the length asked for" not in result.stderr, result.stderr[-2000:]
+
+
+def test_waves_against_a_server_that_closes_each_stream_pass_where_each_request_asks_to_close(
+        model_dir, tmp_path, serve_locally):
+    """Client-static waves of 2: the second wave goes out as the first ends, on the first wave's
+    connections if kept. The llamacpp backend asks to close each one and passes; a backend that
+    keeps them (vLLM's) loses the second wave to the server's late close (the control)."""
+    waves = ("--system", "client-static", "--max-num-seqs", "2")
+    for backend in ("llamacpp", "vllm"):
+        (tmp_path / backend).mkdir()
+    with serve_locally(fake_server(model_dir, lie=False, closes_streams=True)) as url:
+        closing = batchbench_run(url, "llamacpp", model_dir, tmp_path / "llamacpp", *waves)
+        kept = batchbench_run(url, "vllm", model_dir, tmp_path / "vllm", *waves)
+    assert closing.returncode == 0, closing.stderr[-2000:]
+    assert pd.read_parquet(tmp_path / "llamacpp" / "run" / "records.parquet").ok.all()
+    assert kept.returncode == 1, kept.stderr[-2000:]
+    rows = pd.read_parquet(tmp_path / "vllm" / "run" / "records.parquet")
+    assert set(rows[~rows.ok].error_kind) == {"connection"} and set(rows[~rows.ok].wave) == {1}

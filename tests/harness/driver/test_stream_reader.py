@@ -68,6 +68,23 @@ def test_without_ids_or_usage_one_token_per_chunk_with_text():
     assert read(body).arrived == 2
 
 
+def test_ids_named_in_logprobs_count_where_every_entry_names_one():
+    """llama-server names each sampled token's id in its logprobs; OpenAI's entries name none."""
+    def logprobs(entries: list[dict]) -> bytes:
+        return event({"choices": [{"text": "x", "logprobs": {"content": entries}}]})
+
+    named = logprobs([{"id": 7, "token": "x", "prob": 0.5}]) + logprobs([{"id": 0, "token": "", "prob": 0.1}])
+    reader = read(named + DONE)
+    assert reader.arrived == 2 and reader.by_token_ids and reader.verdict(2, ids_asked=True) is None
+    unnamed = logprobs([{"token": "x", "logprob": -0.7}]) + logprobs([{"id": 3}, {"token": "y", "logprob": -1.0}])
+    reader = read(unnamed + DONE)
+    assert reader.arrived == 2 and not reader.by_token_ids
+    assert reader.verdict(2, ids_asked=True).kind == NO_TOKEN_IDS
+    # OpenAI's own completions logprobs (no content) and a null are no ids either.
+    plain = event({"choices": [{"text": "x", "logprobs": {"tokens": ["x"], "token_logprobs": [-0.7]}}]})
+    assert not read(plain + event({"choices": [{"text": "y", "logprobs": None}]}) + DONE).by_token_ids
+
+
 def test_usage_that_disagrees_with_the_ids_that_arrived_is_its_own_failure():
     body = chunk([1], 1) + chunk([2], 5) + DONE
     failure = read(body).verdict(2)
