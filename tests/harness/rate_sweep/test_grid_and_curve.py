@@ -216,7 +216,8 @@ def test_a_sweep_on_an_untested_vllm_says_so_in_the_title_beside_the_headline_an
     markdown, _, summary = write_rate_report(result, tmp_path)
     text = markdown.read_text()
     assert text.startswith("# UNTESTED VLLM. Rate sweep: w")
-    assert text.index(f"**{marking}: run with --allow-untested-vllm.") < text.index("The highest offered rate each held")
+    assert text.index(f"**{marking}: run with --allow-untested-vllm.") < text.index(
+        "The highest offered rate each held")
     assert json.loads(summary.read_text())["untested_vllm"] == [marking]
 
 
