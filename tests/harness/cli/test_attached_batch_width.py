@@ -9,8 +9,6 @@ import sys
 import httpx
 import pytest
 
-from launchers import ServerSpec, start
-
 WORKLOAD = """\
 name: b-check
 description: four short requests sent at once
@@ -39,28 +37,26 @@ def prompt_tokens(url: str) -> float:
 
 
 @pytest.mark.server
-@pytest.mark.ends_pooled_server("own_servers")
-def test_an_attached_vllm_stating_b_is_held_to_it(servers, tmp_path, monkeypatch):
-    servers.close()  # a server of its own, in vLLM's dev mode; two would share the cores
+def test_an_attached_vllm_stating_b_is_held_to_it(servers, tmp_path):
     workload = tmp_path / "b.yaml"
     workload.write_text(WORKLOAD)
-    # Dev mode serves /server_info, the one place vLLM states max_num_seqs.
-    monkeypatch.setenv("VLLM_SERVER_DEV_MODE", "1")
-    with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=4), log_dir=tmp_path / "server") as server:
-        url = server.base_url
-        # Its metrics do not state B: the one config gauge is the cache's.
-        assert "max_num_seqs" not in httpx.get(f"{url}/metrics", timeout=10).text
+    # The pooled server runs in vLLM's dev mode (tests/conftest.py), which serves /server_info, the one place vLLM
+    # states max_num_seqs.
+    url = servers.get("continuous", 4).base_url
+    # Its metrics do not state B: the one config gauge is the cache's.
+    assert "max_num_seqs" not in httpx.get(f"{url}/metrics", timeout=10).text
 
-        wrong = run_against(url, workload, tmp_path / "wrong", 8)
-        assert wrong.returncode == 2, wrong.stderr[-2000:]
-        line = (f"batchbench: error: --max-num-seqs 8 does not match the server at {url}, which runs max_num_seqs 4"
-                " (its /server_info?config_format=json): pass --max-num-seqs 4")
-        assert wrong.stderr.splitlines() == [line]
-        # Refused before any load: no prompt reached the engine, no run directory.
-        assert prompt_tokens(url) == 0
-        assert not (tmp_path / "wrong").exists()
+    served = prompt_tokens(url)
+    wrong = run_against(url, workload, tmp_path / "wrong", 8)
+    assert wrong.returncode == 2, wrong.stderr[-2000:]
+    line = (f"batchbench: error: --max-num-seqs 8 does not match the server at {url}, which runs max_num_seqs 4"
+            " (its /server_info?config_format=json): pass --max-num-seqs 4")
+    assert wrong.stderr.splitlines() == [line]
+    # Refused before any load: no prompt reached the engine, no run directory.
+    assert prompt_tokens(url) == served
+    assert not (tmp_path / "wrong").exists()
 
-        right = run_against(url, workload, tmp_path / "right", 4)
-        assert right.returncode == 0, right.stderr[-2000:]
-        assert f"B = 4: stated by the server at {url} (/server_info?config_format=json)" in right.stderr
-        assert prompt_tokens(url) > 0
+    right = run_against(url, workload, tmp_path / "right", 4)
+    assert right.returncode == 0, right.stderr[-2000:]
+    assert f"B = 4: stated by the server at {url} (/server_info?config_format=json)" in right.stderr
+    assert prompt_tokens(url) > served

@@ -24,13 +24,18 @@ from harness.checks.verdict import VERDICT_JSON, VERDICT_MARKDOWN
 
 pytestmark = pytest.mark.server
 
+REPRO_REQUESTS = CPU.repro_requests // 2
+RECORDER_REQUESTS = CPU.recorder_requests // 2
+
 
 @pytest.mark.ends_pooled_server("own_servers")
 def test_gpu_check_on_the_cpu_passes_every_check_and_writes_one_verdict(servers, tmp_path, async_on_cpu_env):
     servers.close()  # the check starts its own servers; the pooled one would share the cores
     out = tmp_path / "verdict"
+    # The CPU preset's B and mode attempts (what the mode rows are judged on); its reproduction and recorder runs at
+    # half their requests: every check still runs on them, one static batch and one naive wave of B each.
     command = [sys.executable, "-m", "harness.cli", "gpu-check", "--model", "tiny", "--async-scheduling",
-               "--out", str(out)]
+               "--requests", str(REPRO_REQUESTS), "--recorder-requests", str(RECORDER_REQUESTS), "--out", str(out)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=async_on_cpu_env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     verdict = json.loads((out / VERDICT_JSON).read_text())

@@ -23,7 +23,7 @@ name: test-night
 workloads: [night-small.yaml]
 systems: [continuous, naive]
 repetitions: 3
-server: {model: tiny, max_num_seqs: 4}
+server: {model: tiny, max_num_seqs: 4, vllm_args: [--enforce-eager]}
 gate: {extra_repetitions: 1}
 """
 
@@ -31,8 +31,8 @@ gate: {extra_repetitions: 1}
 @pytest.mark.server
 @pytest.mark.ends_pooled_server("own_servers")
 def test_a_night_of_short_runs_is_inconclusive_after_its_extra_repetition_and_recorded(servers, tmp_path):
-    # Naive runs on the continuous server, so the night starts one server, not two;
-    # the pooled one would share the cores.
+    # Naive runs on the continuous server, so the night starts one server, not two (eager: 8 s sooner without
+    # compiling, for runs of eight short rows); the pooled one would share the cores.
     servers.close()
     (tmp_path / "night.csv").write_text(TRACE)
     (tmp_path / "night-small.yaml").write_text(WORKLOAD)

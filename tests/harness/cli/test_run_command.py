@@ -20,7 +20,6 @@ import pytest
 from harness.errors import ServerError
 from harness.rundir.records import RECORD_SCHEMA, TELEMETRY_SCHEMA, TOKEN_SCHEMA
 from harness.workload import build_plan, load_spec
-from launchers import ServerSpec, start
 from launchers.engine.vllm_releases import CPU_RELEASE
 
 WORKLOAD = """\
@@ -60,8 +59,8 @@ def test_a_run_records_every_request_and_token(servers, workload, tmp_path):
     out = tmp_path / "run"
     result = run_against(server, workload, out)
     assert result.returncode == 0, result.stderr[-2000:]
-    # vLLM states its B only in dev mode (tests/harness/cli/test_attached_batch_width.py).
-    assert f"B not stated by the server at {server.base_url}: taken from --max-num-seqs (4)" in result.stderr
+    # The pooled server states its B (vLLM's dev mode, tests/conftest.py); one that states none: test_prefix_cache.py.
+    assert f"B = 4: stated by the server at {server.base_url} (/server_info?config_format=json)" in result.stderr
 
     records = pq.read_table(out / "records.parquet")
     assert records.schema.equals(RECORD_SCHEMA, check_metadata=False)
@@ -152,9 +151,10 @@ def test_wrong_model_name(servers, workload, tmp_path):
 
 
 @pytest.mark.server
-@pytest.mark.ends_pooled_server("own_servers")
+@pytest.mark.ends_pooled_server("crashes")
 def test_an_engine_crash_mid_run_is_recorded_by_run_and_reported_by_the_launcher(servers, tmp_path):
-    servers.close()  # a server of its own, to crash; two would share the cores
+    # The pool's last server, the static one (tests/conftest.py): no test needs it after its crash.
+    server = servers.get("static", 4)
     path = tmp_path / "long.yaml"
     # 32 x 1500 tokens at B = 4 is a minute of work: the kill lands mid-run even when the
     # engine's busy-wait starves this process for seconds (docs/process-layout.md).
@@ -162,26 +162,26 @@ def test_an_engine_crash_mid_run_is_recorded_by_run_and_reported_by_the_launcher
         WORKLOAD.replace("values: [8, 16, 40]", "values: [1500]").replace("num_requests: 12", "num_requests: 32")
     )
     out = tmp_path / "crashed"
-    with start(ServerSpec(mode="continuous", model="tiny", max_num_seqs=4), log_dir=tmp_path / "server") as server:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--endpoint", server.base_url,
-             "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        deadline = time.monotonic() + 120
-        while not (out / "records.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(3)
-        engine = next(p for p in map(psutil.Process, server.processes()) if "EngineCor" in p.name())
-        os.kill(engine.pid, signal.SIGKILL)
-        # The launcher sees the server go, and says why with its log's tail.
-        deadline = time.monotonic() + 60
-        with pytest.raises(ServerError, match="exited with code") as raised:
-            while time.monotonic() < deadline:
-                server.check()
-                time.sleep(0.5)
-        assert "last 40 lines of" in str(raised.value)
-        _, stderr = process.communicate(timeout=300)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--system", "static", "--endpoint",
+         server.base_url, "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "records.jsonl").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)
+    engine = next(p for p in map(psutil.Process, server.processes()) if "EngineCor" in p.name())
+    os.kill(engine.pid, signal.SIGKILL)
+    # The launcher sees the server go, and says why with its log's tail.
+    deadline = time.monotonic() + 60
+    with pytest.raises(ServerError, match="exited with code") as raised:
+        while time.monotonic() < deadline:
+            server.check()
+            time.sleep(0.5)
+    assert "last 40 lines of" in str(raised.value)
+    _, stderr = process.communicate(timeout=300)
+    servers.close()
     assert server.processes() == []
     assert not server.temp_dir.path.exists()
     # The run records the fault as failed requests, not a crash of the harness.
@@ -208,9 +208,10 @@ def test_sigterm_mid_run_stops_the_launched_server_and_keeps_the_records(servers
     temp_root = Path(tempfile.mkdtemp(prefix="bbt-"))
     request.addfinalizer(lambda: shutil.rmtree(temp_root, ignore_errors=True))
     before = {p.pid for p in psutil.process_iter()}
+    # Eager: the start 8 s sooner without compiling; the run is stopped seconds in.
     process = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--workload", str(path), "--launch", "continuous",
-         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup"],
+         "--model", "tiny", "--max-num-seqs", "4", "--out", str(out), "--no-warmup", "--vllm-arg=--enforce-eager"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temp_root)},
     )
     # The first 8-token requests finish at once and reach the journal within a second;
@@ -289,9 +290,10 @@ def test_a_reproduce_killed_in_its_second_repetition_leaves_readable_runs_and_an
         servers, tmp_path):
     server = servers.get("continuous", 4)
     path = tmp_path / "spread.yaml"
-    # 16 requests at B = 4, half of 1,000 tokens: the kill, once the first rows are journaled, lands inside a run.
+    # 8 requests at B = 4, half of 1,000 tokens: the kill, once the short ones are journaled (a flush a second),
+    # lands while the long ones still stream; and the first repetition's three runs are two waves each.
     path.write_text(
-        WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1000]").replace("num_requests: 12", "num_requests: 16")
+        WORKLOAD.replace("values: [8, 16, 40]", "values: [8, 1000]").replace("num_requests: 12", "num_requests: 8")
     )
     out = tmp_path / "job"
     # Without --static-endpoint the job runs continuous, client-static and naive: continuous goes first in each
