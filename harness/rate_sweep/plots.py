@@ -55,7 +55,7 @@ def latency_curves_plot(curves: Mapping[str, Sequence[RatePoint]], knees: Mappin
             ax.legend(fontsize="small")
         if drawn:
             ax.set_yscale("log")
-        else:  # queue waits come from an engine step log, which a server batchbench did not launch has not
+        else:  # queue waits come from the engine step log, which a server batchbench did not launch does not keep
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="grey")
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)

@@ -16,7 +16,6 @@ from harness.rate_sweep.result import (
     STATIC_SYSTEMS,
     RateSweepResult,
     ScheduleSettings,
-    SweepSettings,
     SystemResult,
     queue_wait_ratio,
 )
@@ -132,10 +131,10 @@ def _setup(result: RateSweepResult) -> tuple[str, ...]:
 
 def _static_text(result: RateSweepResult) -> str:
     """How the static batching swept was kept, and its batch delay."""
-    settings: SweepSettings = result.settings
-    if settings.static_batch_wait_s is None:
+    batch_wait_s = result.settings.static_batch_wait_s
+    if batch_wait_s is None:
         return "no static server was launched"
-    wait = f"a batch forms when B requests wait or {settings.static_batch_wait_s:g} s after the oldest arrived"
+    wait = f"a batch forms when B requests wait or {batch_wait_s:g} s after the oldest arrived"
     if result.static_system == "client-static":
         return (f"static batching kept by the client (client-static, the server has no static mode): {wait}, and"
                 " is sent once the previous one has ended")

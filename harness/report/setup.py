@@ -58,18 +58,17 @@ def setup_lines(runs: Sequence[MeasuredRun]) -> list[str]:
 
 def stack_lines(manifests: Sequence[RunManifest]) -> list[str]:
     """The model (with its shape) and the server build on its machine, one line each."""
-    metadata = run_metadata(manifests)
-    return [
-        "model: " + "; ".join(model_description(model) for model in metadata["models"]),
-        f"server: {', '.join(metadata['servers'])} on {_machines(manifests)}",
-    ]
+    servers = ", ".join(run_metadata(manifests)["servers"])
+    return [_model_line(manifests), f"server: {servers} on {_machines(manifests)}"]
 
 
 def model_and_machine_lines(manifests: Sequence[RunManifest]) -> list[str]:
     """The model (with its shape) and the machine, one line each: for two builds compared on both."""
-    metadata = run_metadata(manifests)
-    return ["model: " + "; ".join(model_description(model) for model in metadata["models"]),
-            f"machine: {_machines(manifests)}"]
+    return [_model_line(manifests), f"machine: {_machines(manifests)}"]
+
+
+def _model_line(manifests: Sequence[RunManifest]) -> str:
+    return "model: " + "; ".join(model_description(model) for model in run_metadata(manifests)["models"])
 
 
 def _machines(manifests: Sequence[RunManifest]) -> str:
